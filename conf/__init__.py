@@ -1,0 +1,1 @@
+"""Hydra configs of loaderexp; a package only so an installed wheel can ship and find them."""

@@ -1,0 +1,49 @@
+"""``python -m loaderexp``: a thin Hydra entry point around :func:`loaderexp.runner.run`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from loaderexp.config import config_dir
+from loaderexp.runner import JobContext, run
+
+
+@hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
+def main(cfg: DictConfig) -> None:
+    from loaderexp import sweep
+
+    hydra_cfg = HydraConfig.get()
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    job = JobContext(
+        output_dir=Path(hydra_cfg.runtime.output_dir),
+        index=hydra_cfg.job.num if multirun else None,
+        total=sweep.STATE.total if multirun else None,
+        overrides=list(hydra_cfg.overrides.task),
+        parent_run_id=sweep.STATE.parent_run_id if multirun else None,
+    )
+    try:
+        result = run(cfg, job)
+    except KeyboardInterrupt:
+        if multirun:
+            sweep.finish_sweep("KILLED")
+        print("loaderexp: interrupted; finished runs are kept", file=sys.stderr)
+        raise SystemExit(130)
+    if multirun:
+        return
+    from loaderexp.report import summary_table
+
+    print(summary_table([(job.output_dir, result)]))
+    if result.status != "FINISHED":
+        for line in (result.error or "unknown error").splitlines():
+            print(f"loaderexp: error: {line}", file=sys.stderr)
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

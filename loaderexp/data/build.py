@@ -1,0 +1,70 @@
+"""Config nodes -> dataset, sampler and DataLoader, with ``hydra.utils.instantiate``.
+
+Every node is plain data here (``config.to_plain``): nothing from OmegaConf reaches a worker.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Mapping, Optional
+
+from hydra.utils import get_method, instantiate
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
+
+from loaderexp.config import META_KEYS
+
+
+def arguments(node: Mapping[str, Any]) -> dict[str, Any]:
+    """A node without its descriptive keys: what ``instantiate`` passes to the target."""
+    return {k: v for k, v in node.items() if k not in META_KEYS}
+
+
+def build_transform(transform_node: Mapping[str, Any]) -> Optional[Callable]:
+    """The transform callable, or None for ``transform=none`` (``auto`` is resolved in config)."""
+    if "_target_" not in transform_node:
+        return None
+    return instantiate(arguments(transform_node), _convert_="all")
+
+
+def accepts(target: str, parameter: str) -> bool:
+    try:
+        signature = inspect.signature(get_method(target))
+    except (ValueError, TypeError):
+        return False
+    return parameter in signature.parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()
+    )
+
+
+def build_dataset(dataset_node: Mapping[str, Any], transform: Optional[Callable]) -> Dataset:
+    node = arguments(dataset_node)
+    if transform is not None and accepts(node["_target_"], "transform"):
+        node["transform"] = transform
+    return instantiate(node, _convert_="all")
+
+
+def build_sampler(sampler_node: Mapping[str, Any], dataset: Dataset) -> Optional[Sampler]:
+    """The configured sampler over ``dataset``; None for iterable datasets (they order themselves)."""
+    if isinstance(dataset, IterableDataset) or "_target_" not in sampler_node:
+        return None
+    partial = instantiate(arguments(sampler_node), _convert_="all")
+    return partial(dataset) if callable(partial) and not isinstance(partial, Sampler) else partial
+
+
+def build_loader(dataset: Dataset, sampler: Optional[Sampler], loader: Mapping[str, Any], **extra: Any) -> DataLoader:
+    """A DataLoader from the ``loader`` node's values; knobs left at None take DataLoader's defaults."""
+    kwargs = dict(
+        batch_size=loader["batch_size"],
+        sampler=sampler,
+        num_workers=loader["num_workers"],
+        pin_memory=loader["pin_memory"],
+        drop_last=loader["drop_last"],
+        timeout=loader["timeout"],
+        persistent_workers=loader["persistent_workers"],
+        in_order=loader["in_order"],
+        multiprocessing_context=loader["multiprocessing_context"],
+    )
+    if loader["prefetch_factor"] is not None:
+        kwargs["prefetch_factor"] = loader["prefetch_factor"]
+    kwargs.update(extra)
+    return DataLoader(dataset, **kwargs)

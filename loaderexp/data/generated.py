@@ -1,0 +1,57 @@
+"""Generated data sets, built once per data root and reused by every job and later sweep.
+
+A generated folder carries a marker file holding the parameters it was made from (its
+identity).  A folder whose marker matches is reused as it is; one whose identity differs is
+rebuilt; a folder without a marker is the user's own data and is never touched.  Building
+happens in a temporary sibling under a file lock and is renamed into place, so parallel jobs
+and interrupted builds never see half a data set.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+MARKER = "loaderexp-generated.json"
+
+
+def read_identity(folder: Path) -> dict[str, Any] | None:
+    marker = folder / MARKER
+    if not marker.is_file():
+        return None
+    return json.loads(marker.read_text())["identity"]
+
+
+def build_once(folder: Path, identity: Mapping[str, Any], write: Callable[[Path], Mapping[str, Any]]) -> str:
+    """Ensure ``folder`` holds data of ``identity``; returns "reused", "built" or "user data"."""
+    identity = json.loads(json.dumps(dict(identity)))  # normalise tuples etc. for comparison
+    if _state(folder, identity) != "stale":
+        return _state(folder, identity)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a parallel job may have built it while we waited
+        state = _state(folder, identity)
+        if state != "stale":
+            return state
+        tmp = folder.parent / f".{folder.name}.building"
+        shutil.rmtree(tmp, ignore_errors=True)
+        started = time.perf_counter()
+        details = dict(write(tmp))
+        details["seconds"] = round(time.perf_counter() - started, 2)
+        (tmp / MARKER).write_text(json.dumps({"identity": identity, "details": details}, indent=2))
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+        return "built"
+
+
+def _state(folder: Path, identity: Mapping[str, Any]) -> str:
+    if not folder.exists():
+        return "stale"
+    found = read_identity(folder)
+    if found is None:
+        return "user data" if any(folder.iterdir()) else "stale"
+    return "reused" if found == identity else "stale"

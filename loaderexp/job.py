@@ -1,0 +1,208 @@
+"""One job's measurement, from a plain config to metrics: dataset -> sampler -> loader -> loop.
+
+Takes plain values only (no DictConfig, no Hydra app, no MLflow): the runner calls it, and so
+can a script or a test.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset
+
+from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform
+from loaderexp.delivery import DeliveryTracker, IndexedDataset, RecordingSampler
+from loaderexp.measure import BudgetSpec, RepeatTiming, classify, percentile, run_repeat, spread
+from loaderexp.resources import ResourceMonitor
+from loaderexp.steps import Consumer, make_step
+from loaderexp.transfer import HostToDevice, TransferStats
+
+
+@dataclass
+class JobMeasurement:
+    metrics: dict[str, float]
+    info: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    batches_csv: str = ""  # per-batch timings, one row per measured batch
+
+
+def resolve_device(kind: str) -> torch.device:
+    if kind == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(kind)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def budget_from(bench: Mapping[str, Any]) -> BudgetSpec:
+    return BudgetSpec(
+        mode=bench["budget"],
+        warmup_batches=bench["warmup_batches"],
+        batches=bench["batches"],
+        epochs=bench["epochs"],
+        seconds=bench["seconds"],
+        max_seconds=bench["max_run_seconds"],
+    )
+
+
+def planned_batches(bench: Mapping[str, Any], batches_per_epoch: Optional[int]) -> Optional[int]:
+    """Measured batches the whole job will take, when known up front (for progress bars)."""
+    if bench["budget"] == "batches":
+        return bench["batches"] * bench["repeats"]
+    if bench["budget"] == "epochs" and batches_per_epoch:
+        per_repeat = max(batches_per_epoch * bench["epochs"] - bench["warmup_batches"], 0)
+        return per_repeat * bench["repeats"]
+    return None
+
+
+def measure_job(cfg: Mapping[str, Any], on_batch: Optional[Callable[[int, Optional[int]], None]] = None) -> JobMeasurement:
+    """Build the configured loader and measure it ``bench.repeats`` times."""
+    loader_cfg, bench = cfg["loader"], cfg["bench"]
+    seed_everything(bench["seed"])
+    device = resolve_device(cfg["device"]["type"])
+    dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
+    iterable = isinstance(dataset, IterableDataset)
+    recorder = None
+    if iterable:
+        loader = build_loader(dataset, None, loader_cfg)
+    else:
+        sampler = build_sampler(cfg["sampler"], dataset)
+        recorder = RecordingSampler(sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset))
+        loader = build_loader(IndexedDataset(dataset), recorder, loader_cfg)
+    try:
+        dataset_length: Optional[int] = len(dataset)  # type: ignore[arg-type]
+    except TypeError:
+        dataset_length = None
+    try:
+        batches_per_epoch: Optional[int] = len(loader)
+    except TypeError:
+        batches_per_epoch = None
+    delivery = DeliveryTracker(
+        recorder=recorder,
+        dataset_length=dataset_length,
+        batch_size=loader_cfg["batch_size"],
+        drop_last=loader_cfg["drop_last"],
+        in_order=loader_cfg["in_order"],
+        num_workers=loader_cfg["num_workers"],
+    )
+    to_device = HostToDevice(device, cfg["device"]["non_blocking"])
+    step_cfg = cfg["step"]
+    consumer = Consumer(to_device, make_step(step_cfg["kind"], step_cfg["ms"], step_cfg["size"], step_cfg["repeat"], device))
+    budget = budget_from(bench)
+    total = planned_batches(bench, batches_per_epoch)
+    repeats: list[RepeatTiming] = []
+    done_before = 0
+
+    def progress(done_in_repeat: int) -> None:
+        if on_batch is not None:
+            on_batch(done_before + done_in_repeat, total)
+
+    with ResourceMonitor(bench["resource_interval_s"]) as monitor:
+        for _ in range(bench["repeats"]):
+            repeats.append(run_repeat(loader, budget, delivery, consumer, time.perf_counter, progress))
+            done_before += repeats[-1].batches
+        resources = monitor.stop()
+    del loader  # persistent workers end here, not at interpreter exit
+
+    transfer = to_device.stats()
+    metrics, info = summarize(repeats, consumer, transfer, bench, batches_per_epoch, step_cfg["kind"] != "none")
+    metrics.update(
+        cpu_percent_mean=resources.cpu_percent_mean,
+        cpu_percent_peak=resources.cpu_percent_peak,
+        pss_peak_mb=resources.pss_peak_mb,
+        uss_peak_mb=resources.uss_peak_mb,
+        processes_peak=resources.processes_peak,
+    )
+    if resources.shm_peak_mb is not None:
+        metrics["shm_peak_mb"] = resources.shm_peak_mb
+    info.update(
+        device=str(device),
+        data_source=getattr(dataset, "data_source", "user"),
+        dataset_length=dataset_length,
+        batches_per_epoch=batches_per_epoch,
+        delivery_ok=delivery.ok,
+        delivery_problems=delivery.problems,
+        delivery_epochs_checked=len(delivery.epochs),
+    )
+    if delivery.ok is not None:
+        metrics["delivery_ok"] = float(delivery.ok)
+    warnings = [f"delivery check failed: {p}" for p in delivery.problems]
+    return JobMeasurement(metrics=metrics, info=info, warnings=warnings, batches_csv=batches_table(repeats))
+
+
+def summarize(
+    repeats: list[RepeatTiming],
+    consumer: Consumer,
+    transfer: TransferStats,
+    bench: Mapping[str, Any],
+    batches_per_epoch: Optional[int],
+    has_step: bool,
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """Steady-state figures across repeats: medians, spread and percentiles."""
+    throughput = spread([r.samples_per_s for r in repeats])
+    megabytes = spread([r.bytes / r.window_s / 1e6 if r.window_s > 0 else 0.0 for r in repeats])
+    first_batch = spread([r.startup_s[0] for r in repeats if r.startup_s])
+    waits = [w for r in repeats for w in r.wait_s]
+    window = sum(r.window_s for r in repeats)
+    wait_total = sum(waits)
+    metrics: dict[str, float] = {
+        "throughput_samples_per_s": throughput.median,
+        "throughput_iqr_rel": throughput.relative,
+        "throughput_mb_per_s": megabytes.median,
+        "time_to_first_batch_s": first_batch.median,
+        "wait_mean_ms": 1000 * wait_total / len(waits) if waits else float("nan"),
+        "wait_p50_ms": 1000 * percentile(waits, 50),
+        "wait_p95_ms": 1000 * percentile(waits, 95),
+        "measured_batches": float(len(waits)),
+        "measured_samples": float(sum(r.samples for r in repeats)),
+        "measured_seconds": window,
+        "repeats": float(len(repeats)),
+        "noisy": float(throughput.noisy(bench["noise_threshold"])),
+        "stall_fraction": wait_total / window if window > 0 else float("nan"),
+    }
+    epochs = [e for r in repeats for e in r.epoch_s]
+    if epochs:
+        metrics["epoch_time_s"] = float(np.median(epochs))
+    elif batches_per_epoch and throughput.median > 0:
+        # Batches mode: start-up plus a full epoch at the measured steady-state rate.
+        batches_per_s = len(waits) / window
+        metrics["epoch_time_est_s"] = first_batch.median + batches_per_epoch / batches_per_s
+    if len(repeats) > 1:
+        later = [s for r in repeats for s in r.startup_s[1:]]
+        if later:
+            metrics["time_to_first_batch_later_epochs_s"] = float(np.median(later))
+    metrics["pinned_fraction"] = transfer.pinned_fraction
+    metrics["h2d_measured"] = float(transfer.measured)
+    if transfer.measured:
+        metrics["h2d_ms_per_batch"] = transfer.ms_per_batch or 0.0
+        metrics["h2d_gbps"] = transfer.gbps or 0.0
+    info: dict[str, Any] = {"h2d": "measured with CUDA events" if transfer.measured else transfer.reason}
+    copy_s = transfer.total_ms / 1000 if transfer.measured else consumer.copy_s
+    if has_step:
+        info["bound"] = classify(wait_total, copy_s, consumer.step_s)
+        metrics["step_ms_mean"] = 1000 * consumer.step_s / len(waits) if waits else float("nan")
+    else:
+        info["bound"] = "no step (loader ceiling)"
+    info["noisy"] = bool(metrics["noisy"])
+    return metrics, info
+
+
+def batches_table(repeats: list[RepeatTiming]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["repeat", "batch", "wait_ms", "busy_ms"])
+    for r, timing in enumerate(repeats):
+        for b, (wait, busy) in enumerate(zip(timing.wait_s, timing.busy_s)):
+            writer.writerow([r, b, f"{wait * 1000:.4f}", f"{busy * 1000:.4f}"])
+    return out.getvalue()

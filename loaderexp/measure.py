@@ -1,0 +1,178 @@
+"""The measured loop: how long a training loop waits for each batch from a DataLoader.
+
+Plain Python and torch only (no Hydra, no MLflow), so it can be driven by tests with a fake
+clock and by the benchmark against a bare ``for batch in loader`` loop.  The clock is chosen
+once by the caller; CUDA work is synchronised by the consumer, not here.
+
+One *repeat* starts a fresh iterator (workers start, unless persistent), excludes the first
+``warmup_batches`` from steady-state figures, and then measures until the budget is spent:
+a number of batches, whole epochs, or seconds.  When an epoch ends inside the budget the next
+one starts, its start-up cost counted, as in training.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional
+
+from loaderexp.delivery import DeliveryTracker, batch_length
+from loaderexp.transfer import batch_bytes
+
+Clock = Callable[[], float]
+Process = Callable[[Any, bool], None]  # (batch, measured) -> None: copy to device, train step
+
+
+@dataclass(frozen=True)
+class BudgetSpec:
+    mode: str  # "batches" | "epochs" | "seconds"
+    warmup_batches: int = 5
+    batches: int = 100
+    epochs: int = 1
+    seconds: float = 5.0
+    max_seconds: float = 900.0  # wall-clock limit of one repeat
+
+
+class RunTimeout(RuntimeError):
+    """A repeat ran past its wall-clock limit."""
+
+
+@dataclass
+class RepeatTiming:
+    startup_s: list[float] = field(default_factory=list)  # iterator creation -> first batch, per epoch
+    epoch_s: list[float] = field(default_factory=list)  # wall time of each complete epoch
+    wait_s: list[float] = field(default_factory=list)  # next() per measured batch
+    busy_s: list[float] = field(default_factory=list)  # copy + step per measured batch
+    samples: int = 0
+    bytes: int = 0
+    window_s: float = 0.0  # first measured batch requested -> last measured batch processed
+
+    @property
+    def batches(self) -> int:
+        return len(self.wait_s)
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.window_s if self.window_s > 0 else 0.0
+
+
+def run_repeat(
+    loader: Iterable,
+    budget: BudgetSpec,
+    delivery: DeliveryTracker,
+    process: Optional[Process] = None,
+    clock: Clock = time.perf_counter,
+    on_batch: Optional[Callable[[int], None]] = None,
+) -> RepeatTiming:
+    """Measure one repeat of ``loader`` under ``budget``."""
+    timing = RepeatTiming()
+    seen = 0  # batches including warm-up
+    window_start: Optional[float] = None
+    epochs_done = 0
+    repeat_start = clock()
+    finished = False
+    while not finished:
+        delivery.start_epoch()
+        epoch_start = clock()
+        iterator = iter(loader)
+        first_of_epoch = True
+        complete = False
+        while True:
+            requested = clock()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                complete = True
+                break
+            arrived = clock()
+            if first_of_epoch:
+                timing.startup_s.append(arrived - epoch_start)
+                first_of_epoch = False
+            payload = delivery.take(batch)
+            measured = seen >= budget.warmup_batches
+            if process is not None:
+                process(payload, measured)
+            done = clock()
+            seen += 1
+            if measured:
+                if window_start is None:
+                    window_start = requested
+                timing.wait_s.append(arrived - requested)
+                timing.busy_s.append(done - arrived)
+                timing.samples += batch_length(payload)
+                timing.bytes += batch_bytes(payload)
+                timing.window_s = done - window_start
+                if on_batch is not None:
+                    on_batch(timing.batches)
+            if done - repeat_start > budget.max_seconds:
+                raise RunTimeout(f"a repeat ran past bench.max_run_seconds={budget.max_seconds:g}")
+            if _budget_spent(budget, timing, window_start, done, epochs_done):
+                finished = True
+                break
+        delivery.end_epoch(complete)
+        if complete:
+            epochs_done += 1
+            timing.epoch_s.append(clock() - epoch_start)
+            if budget.mode == "epochs" and epochs_done >= budget.epochs:
+                finished = True
+            if seen == 0:
+                raise ValueError(
+                    "the loader yielded no batch in a whole epoch "
+                    "(an empty dataset, or drop_last with fewer samples than batch_size)"
+                )
+        del iterator  # shuts non-persistent workers down before the next repeat
+    return timing
+
+
+def _budget_spent(budget: BudgetSpec, timing: RepeatTiming, window_start: Optional[float], now: float, epochs: int) -> bool:
+    if budget.mode == "batches":
+        return timing.batches >= budget.batches
+    if budget.mode == "seconds":
+        return window_start is not None and now - window_start >= budget.seconds
+    return False  # epochs: ends at an epoch boundary
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default), q in [0, 100]."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100.0
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@dataclass
+class Spread:
+    median: float
+    iqr: float
+    values: list[float]
+
+    @property
+    def relative(self) -> float:
+        return self.iqr / self.median if self.median else 0.0
+
+    def noisy(self, threshold: float) -> bool:
+        return len(self.values) >= 2 and self.relative > threshold
+
+
+def spread(values: list[float]) -> Spread:
+    if not values:
+        return Spread(float("nan"), float("nan"), [])
+    return Spread(statistics.median(values), percentile(values, 75) - percentile(values, 25), list(values))
+
+
+def classify(wait_s: float, transfer_s: float, compute_s: float, stall_threshold: float = 0.10) -> str:
+    """Which part limits a step: the loader (waiting for data), the copy, or the compute.
+
+    A step whose data wait is at least ``stall_threshold`` of its time is loader-bound, as in
+    DS-Analyzer's fetch/prep stalls; otherwise the larger of copy and compute bounds it.
+    """
+    total = wait_s + transfer_s + compute_s
+    if total <= 0:
+        return "unknown"
+    if wait_s / total >= stall_threshold:
+        return "loader-bound"
+    return "transfer-bound" if transfer_s > compute_s else "compute-bound"

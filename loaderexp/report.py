@@ -1,0 +1,158 @@
+"""Compare a sweep's runs: a table, a recommendation with its reason, and a plot.
+
+``python -m loaderexp.report outputs/multiruns/<date>/<time>`` reads the jobs' result.json files.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from loaderexp.result import RESULT_FILE, RunResult
+
+# Params that identify a run but never explain a speed difference.
+IGNORED_PARAMS = ("tracking.", "data_root", "bench.", "dataset.root")
+
+
+def load_results(sweep_dir: Path) -> list[tuple[Path, RunResult]]:
+    """Every job's result below ``sweep_dir``, in job order."""
+    found = []
+    for path in Path(sweep_dir).rglob(RESULT_FILE):
+        found.append((path.parent, RunResult.read(path)))
+    return sorted(found, key=lambda item: _job_order(item[0]))
+
+
+def _job_order(folder: Path) -> tuple:
+    return (0, int(folder.name), "") if folder.name.isdigit() else (1, 0, str(folder))
+
+
+def varying_params(results: Sequence[RunResult]) -> list[str]:
+    """Params whose value differs between runs: the sweep's axes."""
+    keys: list[str] = []
+    for result in results:
+        for key in result.params:
+            if key not in keys and not key.startswith(IGNORED_PARAMS):
+                keys.append(key)
+    return [k for k in keys if len({str(r.params.get(k)) for r in results}) > 1]
+
+
+def _short(key: str) -> str:
+    return key.split(".", 1)[1] if key.startswith("loader.") else key
+
+
+def _fmt(value: Optional[float], digits: int = 1) -> str:
+    if value is None or value != value:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def baseline(results: Sequence[RunResult]) -> Optional[RunResult]:
+    """The num_workers=0 run (the fastest such one), else the slowest finished run."""
+    finished = [r for r in results if r.status == "FINISHED"]
+    if not finished:
+        return None
+    zero = [r for r in finished if r.params.get("loader.num_workers") == 0]
+    pool = zero or finished
+    key = (lambda r: -r.metrics["throughput_samples_per_s"]) if zero else (lambda r: r.metrics["throughput_samples_per_s"])
+    return sorted(pool, key=key)[0]
+
+
+def summary_table(items: Sequence[tuple[Path, RunResult]]) -> str:
+    results = [r for _, r in items]
+    axes = varying_params(results) or ["loader.num_workers"]
+    base = baseline(results)
+    base_rate = base.metrics["throughput_samples_per_s"] if base else None
+    header = [*(_short(a) for a in axes), "status", "samples/s", "±IQR%", "MB/s", "1st batch s", "epoch s", "wait p50/p95 ms",
+              "speed-up", "stall%", "h2d GB/s", "PSS MB", "delivery"]
+    rows = [header]
+    for folder, r in items:
+        m = r.metrics
+        rate = m.get("throughput_samples_per_s")
+        epoch = m.get("epoch_time_s", m.get("epoch_time_est_s"))
+        epoch_text = _fmt(epoch, 2) + ("" if "epoch_time_s" in m or epoch is None else "~")
+        delivery = r.info.get("delivery_ok")
+        row = [
+            *(str(r.params.get(a)) for a in axes),
+            r.status + ("*" if m.get("noisy") else ""),
+            _fmt(rate, 0),
+            _fmt(100 * m["throughput_iqr_rel"], 1) if m.get("repeats", 0) >= 2 else "-",
+            _fmt(m.get("throughput_mb_per_s"), 1),
+            _fmt(m.get("time_to_first_batch_s"), 3),
+            epoch_text,
+            f"{_fmt(m.get('wait_p50_ms'), 2)}/{_fmt(m.get('wait_p95_ms'), 2)}",
+            f"{rate / base_rate:.2f}x" if rate and base_rate else "-",
+            _fmt(100 * m["stall_fraction"], 0) if "stall_fraction" in m else "-",
+            _fmt(m.get("h2d_gbps"), 2) if m.get("h2d_measured") else "n/m",
+            _fmt(m.get("pss_peak_mb"), 0),
+            {True: "ok", False: "FAILED", None: "-"}[delivery],
+        ]
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    notes = []
+    if any(r.metrics.get("noisy") for r in results):
+        notes.append("* noisy: throughput IQR/median above the noise threshold across repeats")
+    if any(r.metrics.get("epoch_time_est_s") for r in results):
+        notes.append("~ epoch time estimated from start-up plus the steady-state rate (bench.budget=epochs measures it)")
+    if results and not any(r.metrics.get("h2d_measured") for r in results):
+        notes.append("n/m: " + str(results[0].info.get("h2d", "host-to-device copy not measured")))
+    failed = [(f, r) for f, r in items if r.status != "FINISHED"]
+    for folder, r in failed:
+        notes.append(f"{folder.name}: {r.status}: {(r.error or '').splitlines()[0] if r.error else ''}")
+    rec = recommend(results)
+    if rec is not None:
+        notes.append(rec.text)
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+@dataclass
+class Recommendation:
+    result: RunResult
+    best: RunResult
+    within_noise: bool
+    text: str
+
+
+def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional[Recommendation]:
+    """The fewest workers within ``tolerance`` of the best throughput: each worker costs memory and a core."""
+    finished = [r for r in results if r.status == "FINISHED" and r.info.get("delivery_ok") is not False]
+    if not finished:
+        return None
+    best = max(finished, key=lambda r: r.metrics["throughput_samples_per_s"])
+    best_rate = best.metrics["throughput_samples_per_s"]
+    close = [r for r in finished if r.metrics["throughput_samples_per_s"] >= (1 - tolerance) * best_rate]
+    chosen = min(close, key=lambda r: (r.params.get("loader.num_workers", 0), -r.metrics["throughput_samples_per_s"]))
+    rate = chosen.metrics["throughput_samples_per_s"]
+    noise = max(best.metrics.get("throughput_iqr_rel", 0.0), chosen.metrics.get("throughput_iqr_rel", 0.0))
+    gap = 1 - rate / best_rate if best_rate else 0.0
+    within_noise = chosen is not best and gap <= noise
+    settings = ", ".join(f"{_short(k)}={chosen.params.get(k)}" for k in varying_params(finished)) or "the defaults"
+    text = f"Recommendation: {settings}: {rate:,.0f} samples/s"
+    if chosen is best:
+        text += " (the fastest run)."
+    else:
+        text += (
+            f", {100 * gap:.1f}% below the fastest ({best_rate:,.0f} samples/s, "
+            f"num_workers={best.params.get('loader.num_workers')}) with fewer workers, inside the {100 * tolerance:.0f}% tolerance"
+        )
+        text += "; the difference is inside the measured noise." if within_noise else "."
+    return Recommendation(chosen, best, within_noise, text)
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m loaderexp.report", description=__doc__)
+    parser.add_argument("sweep_dir", type=Path, help="a multirun folder (outputs/multiruns/<date>/<time>)")
+    args = parser.parse_args(argv)
+    if not args.sweep_dir.is_dir():
+        parser.error(f"sweep_dir={args.sweep_dir}: no such folder")
+    items = load_results(args.sweep_dir)
+    if not items:
+        parser.error(f"sweep_dir={args.sweep_dir}: no {RESULT_FILE} below it")
+    print(summary_table(items))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""CPU and memory of the whole process tree (main process and its loader workers), sampled.
+
+System-wide "used" memory double-counts what forked workers share with their parent, so the
+tree's memory is reported as PSS (shared pages split between the processes that map them) and
+USS (pages only that process holds).  /dev/shm is where workers hand batches to the parent.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from dataclasses import dataclass
+
+import psutil
+
+SHM = "/dev/shm"
+
+
+@dataclass
+class ResourceStats:
+    samples: int
+    cpu_percent_mean: float  # summed over the tree: 100 = one core busy
+    cpu_percent_peak: float
+    pss_peak_mb: float
+    uss_peak_mb: float
+    processes_peak: int
+    shm_peak_mb: float | None  # None where /dev/shm does not exist
+
+
+def shm_used_bytes() -> int | None:
+    if not os.path.isdir(SHM):
+        return None
+    usage = shutil.disk_usage(SHM)
+    return usage.used
+
+
+class ResourceMonitor:
+    """Samples the tree every ``interval_s`` on a daemon thread between ``start`` and ``stop``."""
+
+    def __init__(self, interval_s: float = 0.25, pid: int | None = None):
+        self.interval_s = interval_s
+        self.root = psutil.Process(pid or os.getpid())
+        self._known: dict[int, psutil.Process] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._cpu: list[float] = []
+        self._pss = self._uss = 0.0
+        self._processes = 0
+        self._shm_base = shm_used_bytes()
+        self._shm_peak = 0
+
+    def __enter__(self) -> "ResourceMonitor":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._sample(first=True)
+        self._thread = threading.Thread(target=self._loop, name="loaderexp-resources", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> ResourceStats:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._sample()
+        return self.stats()
+
+    def stats(self) -> ResourceStats:
+        cpu = self._cpu or [0.0]
+        return ResourceStats(
+            samples=len(self._cpu),
+            cpu_percent_mean=round(sum(cpu) / len(cpu), 1),
+            cpu_percent_peak=round(max(cpu), 1),
+            pss_peak_mb=round(self._pss / 2**20, 1),
+            uss_peak_mb=round(self._uss / 2**20, 1),
+            processes_peak=self._processes,
+            shm_peak_mb=None if self._shm_base is None else round(self._shm_peak / 2**20, 1),
+        )
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def _tree(self) -> list[psutil.Process]:
+        try:
+            current = [self.root, *self.root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+        # cpu_percent() measures since the previous call on the same object: keep them.
+        tree = [self._known.setdefault(p.pid, p) for p in current]
+        alive = {p.pid for p in tree}
+        self._known = {pid: p for pid, p in self._known.items() if pid in alive}
+        return tree
+
+    def _sample(self, first: bool = False) -> None:
+        cpu = pss = uss = 0.0
+        tree = self._tree()
+        for process in tree:
+            try:
+                cpu += process.cpu_percent(None)
+                memory = process.memory_full_info()
+                pss += getattr(memory, "pss", memory.rss)
+                uss += memory.uss
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        if not first:
+            self._cpu.append(cpu)
+        self._pss = max(self._pss, pss)
+        self._uss = max(self._uss, uss)
+        self._processes = max(self._processes, len(tree))
+        shm = shm_used_bytes()
+        if shm is not None and self._shm_base is not None:
+            self._shm_peak = max(self._shm_peak, shm - self._shm_base)

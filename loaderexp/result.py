@@ -1,0 +1,71 @@
+"""A run's result: a plain value that becomes result.json, MLflow params/metrics, and a report row."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+RESULT_FILE = "result.json"
+
+
+@dataclass
+class RunResult:
+    status: str  # "FINISHED" | "FAILED" | "KILLED"
+    params: dict[str, Any]  # resolved, flattened config: "loader.num_workers" -> 4
+    metrics: dict[str, float] = field(default_factory=dict)  # unit-bearing names
+    info: dict[str, Any] = field(default_factory=dict)  # non-numeric facts: data source, bound, h2d reason
+    warnings: list[str] = field(default_factory=list)
+    error: Optional[str] = None
+    host: dict[str, Any] = field(default_factory=dict)
+    config_hash: str = ""
+    run_id: Optional[str] = None  # MLflow run id once logged
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True, default=str)
+
+    def write(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / RESULT_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(self.to_json())
+        tmp.replace(path)  # a reader never sees half a file
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> "RunResult":
+        data = json.loads(Path(path).read_text())
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def host_facts() -> dict[str, Any]:
+    import torch
+
+    facts: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "cuda_version": torch.version.cuda,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
+    try:
+        import psutil
+
+        facts["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
+    except ImportError:  # pragma: no cover - psutil is a dependency
+        pass
+    if os.path.isdir("/dev/shm"):
+        import shutil
+
+        facts["shm_gb"] = round(shutil.disk_usage("/dev/shm").total / 2**30, 1)
+    return facts

@@ -1,0 +1,147 @@
+"""``run(cfg)``: one job from a composed config to result.json and an MLflow run.
+
+A job never takes the sweep down with it: a bad setting, a dataset that raises or a crashed
+worker becomes a FAILED run with its error, written locally first and then to MLflow.  Only
+Ctrl-C propagates, after the current run is recorded as KILLED.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from loaderexp.config import config_dir, config_hash, flatten, resolve_auto_transform, to_plain
+from loaderexp.progress import JobProgress
+from loaderexp.result import RunResult, host_facts
+from loaderexp.validate import ConfigError, validate
+
+log = logging.getLogger("loaderexp")
+RESOLVED_CONFIG = "resolved_config.yaml"
+
+
+@dataclass
+class JobContext:
+    """Where a job sits: its folder, its place in a sweep, and the sweep's parent run."""
+
+    output_dir: Path
+    index: Optional[int] = None  # 0-based position in the sweep
+    total: Optional[int] = None  # jobs in the sweep, when known
+    overrides: list[str] = field(default_factory=list)
+    parent_run_id: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        if self.index is None:
+            return "run"
+        return f"job {self.index + 1}/{self.total}" if self.total else f"job {self.index + 1}"
+
+    @property
+    def run_name(self) -> str:
+        return " ".join(self.overrides) or "defaults"
+
+
+def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
+    """Measure the configured loader once (``bench.repeats`` times) and record the result."""
+    job = job or JobContext(output_dir=Path.cwd() / "outputs" / "runs" / time.strftime("%Y-%m-%d_%H-%M-%S"))
+    plain = to_plain(cfg)
+    plain.pop("hydra", None)
+    host = host_facts()
+    result = RunResult(status="RUNNING", params=flatten(plain), host=host)
+    tracker = None
+    run_id = None
+    try:
+        plain = resolve_auto_transform(plain)
+        result.params = flatten(plain)
+        job.output_dir.mkdir(parents=True, exist_ok=True)
+        (job.output_dir / RESOLVED_CONFIG).write_text(OmegaConf.to_yaml(OmegaConf.create(plain)))
+        result.config_hash = config_hash(result.params, host)
+        tracker = _tracker(plain["tracking"])
+        if tracker is not None:
+            run_id = tracker.start_run(job.run_name, _tags(result, job), job.parent_run_id)
+            result.run_id = run_id
+        result.warnings = validate(plain, host["cuda_available"], host["cpus_usable"])
+        for warning in result.warnings:
+            log.warning("%s: %s", job.label, warning)
+        log.info("%s: %s", job.label, job.run_name)
+        progress = JobProgress(job.label)
+        try:
+            from loaderexp.job import measure_job
+
+            measurement = measure_job(plain, on_batch=progress)
+        finally:
+            progress.close()
+        result.metrics = measurement.metrics
+        result.info = measurement.info
+        result.warnings += measurement.warnings
+        result.status = "FINISHED"
+        _write_batches(job.output_dir, measurement.batches_csv)
+    except KeyboardInterrupt:
+        result.status = "KILLED"
+        result.error = "interrupted (Ctrl-C or SIGTERM)"
+        raise
+    except ConfigError as error:
+        result.status = "FAILED"
+        result.error = str(error)
+    except Exception as error:  # a job's failure is its own: record it, let the sweep go on
+        result.status = "FAILED"
+        result.error = f"{type(error).__name__}: {error}"
+        result.info["traceback"] = traceback.format_exc(limit=20)
+    finally:
+        _record(result, job, tracker, run_id)
+    return result
+
+
+def _tracker(tracking: dict[str, Any]):
+    if tracking["backend"] == "none":
+        return None
+    from loaderexp.tracking import MlflowTracker, check_reachable
+
+    check_reachable(tracking["uri"])
+    return MlflowTracker(tracking["uri"], tracking["experiment"])
+
+
+def _tags(result: RunResult, job: JobContext) -> dict[str, Any]:
+    from loaderexp.tracking import git_commit
+
+    tags = {f"host.{k}": v for k, v in result.host.items()}
+    tags["loaderexp.config_hash"] = result.config_hash
+    tags["loaderexp.output_dir"] = str(job.output_dir)
+    tags["loaderexp.overrides"] = " ".join(job.overrides)
+    commit = git_commit(str(config_dir().parent))
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
+def _write_batches(folder: Path, table: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "batches.csv").write_text(table)
+
+
+def _record(result: RunResult, job: JobContext, tracker: Any, run_id: Optional[str]) -> None:
+    """result.json first (it survives a broken tracking store), then MLflow."""
+    path = result.write(job.output_dir)
+    if result.status == "FAILED":
+        log.error("%s failed: %s", job.label, result.error)
+    if tracker is None or run_id is None:
+        return
+    try:
+        tags: dict[str, Any] = {f"info.{k}": v for k, v in result.info.items() if k != "traceback"}
+        tags["loaderexp.warnings"] = " | ".join(result.warnings)
+        if result.error:
+            tags["error"] = result.error
+            tags["mlflow.note.content"] = f"**{result.status}**: {result.error}"
+        tracker.log(run_id, params=result.params, metrics=result.metrics, tags=tags)
+        for artifact in (path, job.output_dir / RESOLVED_CONFIG, job.output_dir / "batches.csv"):
+            if artifact.is_file():
+                tracker.log_file(run_id, artifact)
+        tracker.end_run(run_id, result.status)
+    except Exception as error:  # the store went away: result.json still holds everything
+        log.error("%s: could not log to MLflow (%s); the result is in %s", job.label, error, path)
+

@@ -1,0 +1,119 @@
+"""Typed schema behind the YAML files in ``conf/``.
+
+Each dataclass is registered in Hydra's ConfigStore as ``base_<group>``; every YAML file of a
+group starts with ``defaults: [base_<group>]``, so a typo in a key or a wrong type fails when
+the config is composed, before any data is touched.  Nodes that are built with
+``hydra.utils.instantiate`` (dataset, sampler, transform) keep free-form arguments: their
+arguments are checked against the target's signature in :mod:`loaderexp.validate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+class MpContext(str, Enum):
+    fork = "fork"
+    spawn = "spawn"
+    forkserver = "forkserver"
+
+
+class DeviceType(str, Enum):
+    auto = "auto"  # cuda when available, else cpu
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class Budget(str, Enum):
+    batches = "batches"  # warm-up, then a fixed number of batches
+    epochs = "epochs"  # whole epochs (epoch time is exact, sweeps are slower)
+    seconds = "seconds"  # warm-up, then batches until the time is spent
+
+
+class StepKind(str, Enum):
+    none = "none"  # only load (and copy): the loader's own ceiling
+    sleep = "sleep"  # a fixed compute time per batch
+    matmul = "matmul"  # real work on the device: a chain of square matmuls
+
+
+class TrackingBackend(str, Enum):
+    mlflow = "mlflow"
+    none = "none"
+
+
+@dataclass
+class LoaderConfig:
+    """Every torch.utils.data.DataLoader knob that changes loading speed."""
+
+    batch_size: int = 128
+    num_workers: int = 0
+    pin_memory: bool = False
+    prefetch_factor: Optional[int] = None  # batches in flight per worker; None = DataLoader's 2
+    persistent_workers: bool = False
+    drop_last: bool = False
+    timeout: float = 0.0
+    multiprocessing_context: Optional[MpContext] = None  # None = the platform default
+    in_order: bool = True
+
+
+@dataclass
+class DeviceConfig:
+    type: DeviceType = DeviceType.auto
+    non_blocking: bool = True  # async host-to-device copies (truly async only from pinned memory)
+
+
+@dataclass
+class BenchConfig:
+    budget: Budget = Budget.batches
+    warmup_batches: int = 5
+    batches: int = 100  # measured batches per repeat (budget=batches)
+    epochs: int = 1  # measured epochs per repeat (budget=epochs)
+    seconds: float = 5.0  # measured seconds per repeat (budget=seconds)
+    repeats: int = 3  # median and IQR across repeats; IQR/median > noise_threshold flags the run
+    noise_threshold: float = 0.10
+    seed: int = 0
+    resource_interval_s: float = 0.25  # CPU/memory sampling period
+    max_run_seconds: float = 900.0  # wall-clock limit of one measured repeat
+
+
+@dataclass
+class StepConfig:
+    kind: StepKind = StepKind.none
+    ms: float = 0.0  # sleep: milliseconds per batch
+    size: int = 1024  # matmul: side of the square matrices
+    repeat: int = 1  # matmul: chained multiplies per batch
+
+
+@dataclass
+class TrackingConfig:
+    backend: TrackingBackend = TrackingBackend.mlflow
+    uri: str = MISSING
+    experiment: str = "loaderexp"
+
+
+@dataclass
+class Config:
+    dataset: Any = MISSING
+    sampler: Any = MISSING
+    transform: Any = MISSING
+    loader: LoaderConfig = field(default_factory=LoaderConfig)
+    device: DeviceConfig = field(default_factory=DeviceConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    step: StepConfig = field(default_factory=StepConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    data_root: str = MISSING  # where generated data sets are written once and reused
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=Config)
+    cs.store(group="loader", name="base_loader", node=LoaderConfig)
+    cs.store(group="device", name="base_device", node=DeviceConfig)
+    cs.store(group="bench", name="base_bench", node=BenchConfig)
+    cs.store(group="step", name="base_step", node=StepConfig)
+    cs.store(group="tracking", name="base_tracking", node=TrackingConfig)

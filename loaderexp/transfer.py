@@ -1,0 +1,113 @@
+"""Host-to-device copies of each batch, timed with CUDA events on a dedicated copy stream.
+
+Without CUDA nothing is copied and the result says so (``measured=False`` with the reason):
+a CPU-only machine has no host-to-device transfer to time, and a made-up number would mislead.
+Whether batches really arrived in pinned memory is checked either way: the DataLoader silently
+skips pinning without an accelerator and for batch types it does not know.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+
+def tensors_of(batch: Any) -> list[torch.Tensor]:
+    if isinstance(batch, torch.Tensor):
+        return [batch]
+    if isinstance(batch, dict):
+        return [t for value in batch.values() for t in tensors_of(value)]
+    if isinstance(batch, (list, tuple)):
+        return [t for value in batch for t in tensors_of(value)]
+    return []
+
+
+def batch_bytes(batch: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors_of(batch))
+
+
+def _move(batch: Any, device: torch.device, non_blocking: bool) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, dict):
+        return {k: _move(v, device, non_blocking) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        moved = [_move(v, device, non_blocking) for v in batch]
+        return moved if isinstance(batch, list) else tuple(moved)
+    return batch
+
+
+def is_pinned(batch: Any) -> bool:
+    tensors = tensors_of(batch)
+    # Without an accelerator is_pinned() is False by definition; asking would only warn.
+    return bool(tensors) and torch.cuda.is_available() and all(t.is_pinned() for t in tensors)
+
+
+@dataclass
+class TransferStats:
+    measured: bool
+    reason: str  # why not measured ("" when measured)
+    batches: int = 0
+    pinned_batches: int = 0
+    bytes: int = 0
+    total_ms: float = 0.0
+
+    @property
+    def pinned_fraction(self) -> float:
+        return self.pinned_batches / self.batches if self.batches else 0.0
+
+    @property
+    def ms_per_batch(self) -> Optional[float]:
+        return self.total_ms / self.batches if self.measured and self.batches else None
+
+    @property
+    def gbps(self) -> Optional[float]:
+        if not self.measured or self.total_ms <= 0:
+            return None
+        return self.bytes / (self.total_ms / 1000.0) / 1e9
+
+
+class HostToDevice:
+    """Moves batches to ``device``; on CUDA each copy is bracketed by events on a copy stream."""
+
+    def __init__(self, device: torch.device, non_blocking: bool = True):
+        self.device = device
+        self.non_blocking = non_blocking
+        self.cuda = device.type == "cuda"
+        self._events: list[tuple[Any, Any]] = []
+        self._batches = 0
+        self._pinned = 0
+        self._bytes = 0
+        self.stream = torch.cuda.Stream(device) if self.cuda else None
+
+    def __call__(self, batch: Any, measured: bool = True) -> Any:
+        if measured:
+            self._batches += 1
+            self._pinned += is_pinned(batch)
+        if not self.cuda:
+            return batch
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(self.stream):
+            start.record(self.stream)
+            moved = _move(batch, self.device, self.non_blocking)
+            end.record(self.stream)
+        # Compute on the default stream must wait for the copy, and the copy's memory must
+        # not be reused by the caching allocator before the copy stream is done with it.
+        torch.cuda.current_stream(self.device).wait_stream(self.stream)
+        for tensor in tensors_of(moved):
+            tensor.record_stream(torch.cuda.current_stream(self.device))
+        if measured:
+            self._events.append((start, end))
+            self._bytes += batch_bytes(batch)
+        return moved
+
+    def stats(self) -> TransferStats:
+        if not self.cuda:
+            reason = "CUDA not available" if not torch.cuda.is_available() else f"device is {self.device}"
+            return TransferStats(False, f"{reason}: host-to-device copy not measured", self._batches, self._pinned)
+        torch.cuda.synchronize(self.device)  # events are only readable once recorded
+        total = sum(start.elapsed_time(end) for start, end in self._events)
+        return TransferStats(True, "", self._batches, self._pinned, self._bytes, total)

@@ -1,0 +1,144 @@
+"""Cross-field checks on a composed config, before any dataset is built or worker started.
+
+Types, unknown keys and enum values are caught by the schema at compose time; what needs two
+fields at once, or the target of an ``_target_`` node, is checked here.  Every problem is
+gathered into one :class:`ConfigError` (one line per problem, each naming the key, the value and
+what is allowed).  Settings that are legal but pointless on this machine run, with warnings
+that the result records.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Mapping
+
+from loaderexp.config import META_KEYS
+
+
+class ConfigError(ValueError):
+    """One or more invalid settings; ``problems`` holds one line each."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+def validate(cfg: Mapping[str, Any], cuda_available: bool, cpus: int) -> list[str]:
+    """Raise ConfigError listing every invalid setting; return the warnings for a legal config."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    _check_loader(cfg["loader"], problems, warnings, cpus)
+    _check_bench(cfg["bench"], problems)
+    _check_step(cfg["step"], problems)
+    _check_device(cfg, cuda_available, problems, warnings)
+    for group in ("dataset", "sampler", "transform"):
+        _check_target(group, cfg[group], problems)
+    if problems:
+        raise ConfigError(problems)
+    return warnings
+
+
+def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list[str], cpus: int) -> None:
+    workers = loader["num_workers"]
+    if loader["batch_size"] < 1:
+        problems.append(f"loader.batch_size={loader['batch_size']}: must be an integer >= 1")
+    if workers < 0:
+        problems.append(f"loader.num_workers={workers}: must be >= 0 (0 loads in the main process)")
+    needs_workers = {
+        "prefetch_factor": loader["prefetch_factor"] is not None,
+        "persistent_workers": loader["persistent_workers"],
+        "timeout": loader["timeout"] > 0,
+        "multiprocessing_context": loader["multiprocessing_context"] is not None,
+    }
+    for key, is_set in needs_workers.items():
+        if is_set and workers == 0:
+            default = {"prefetch_factor": "null", "persistent_workers": "false", "timeout": "0"}.get(key, "null")
+            problems.append(
+                f"loader.{key}={_show(loader[key])}: only applies with loader.num_workers > 0 "
+                f"(num_workers=0); set it to {default} or add workers"
+            )
+    if loader["prefetch_factor"] is not None and loader["prefetch_factor"] < 1:
+        problems.append(f"loader.prefetch_factor={loader['prefetch_factor']}: must be null or an integer >= 1")
+    if loader["timeout"] < 0:
+        problems.append(f"loader.timeout={loader['timeout']}: must be >= 0 seconds (0 waits forever)")
+    if workers > cpus:
+        warnings.append(
+            f"loader.num_workers={workers} exceeds the {cpus} CPUs this process may use: workers compete for cores"
+        )
+    if not loader["in_order"] and workers == 0:
+        warnings.append("loader.in_order=false has no effect with num_workers=0")
+
+
+def _check_bench(bench: Mapping[str, Any], problems: list[str]) -> None:
+    at_least_one = ("batches", "epochs", "repeats")
+    for key in at_least_one:
+        if bench[key] < 1:
+            problems.append(f"bench.{key}={bench[key]}: must be >= 1")
+    if bench["warmup_batches"] < 0:
+        problems.append(f"bench.warmup_batches={bench['warmup_batches']}: must be >= 0")
+    for key in ("seconds", "max_run_seconds", "resource_interval_s"):
+        if bench[key] <= 0:
+            problems.append(f"bench.{key}={bench[key]}: must be > 0")
+
+
+def _check_step(step: Mapping[str, Any], problems: list[str]) -> None:
+    if step["ms"] < 0:
+        problems.append(f"step.ms={step['ms']}: must be >= 0")
+    if step["size"] < 1 or step["repeat"] < 1:
+        problems.append(f"step.size={step['size']}, step.repeat={step['repeat']}: both must be >= 1")
+
+
+def _check_device(cfg: Mapping[str, Any], cuda_available: bool, problems: list[str], warnings: list[str]) -> None:
+    device = cfg["device"]["type"]
+    if device == "cuda" and not cuda_available:
+        problems.append("device.type=cuda: CUDA is not available on this machine; valid here: auto, cpu")
+    if cfg["loader"]["pin_memory"]:
+        if not cuda_available:
+            warnings.append(
+                "loader.pin_memory=true with no accelerator: the DataLoader skips pinning, "
+                "batches stay pageable and nothing is copied to a device"
+            )
+        elif device == "cpu":
+            warnings.append(
+                "loader.pin_memory=true with device.type=cpu: pinning costs time but no batch is copied to the GPU"
+            )
+
+
+def _check_target(group: str, node: Mapping[str, Any], problems: list[str]) -> None:
+    """The ``_target_`` must import and accept the node's arguments (bound, not called)."""
+    target = node.get("_target_")
+    if target is None:
+        if group == "dataset":
+            problems.append("dataset._target_ is missing: a dataset node names its class or factory")
+        return
+    try:
+        from hydra.utils import get_method
+
+        factory = get_method(target)
+    except Exception as error:  # ImportError, AttributeError, ValueError from Hydra
+        reason = str(error).splitlines()[0]
+        problems.append(f"{group}._target_={target}: cannot be imported ({reason})")
+        return
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return  # builtins without a signature: nothing to check
+    kwargs = {k: v for k, v in node.items() if k not in META_KEYS and not k.startswith("_")}
+    params = signature.parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(kwargs) - set(params))
+        if unknown:
+            valid = ", ".join(name for name in params if name not in ("self", "transform", "data_source"))
+            problems.append(f"{group}: {target} takes no argument {', '.join(unknown)}; valid: {valid}")
+            return
+    placeholders = [object()] if node.get("_partial_") else []  # a sampler gets its dataset later
+    try:
+        signature.bind_partial(*placeholders, **kwargs)
+    except TypeError as error:
+        problems.append(f"{group}: {target}: {error}")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "null" if value is None else str(value)
