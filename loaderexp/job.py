@@ -169,7 +169,6 @@ def summarize(
         "measured_seconds": window,
         "repeats": float(len(repeats)),
         "noisy": float(throughput.noisy(bench["noise_threshold"])),
-        "stall_fraction": wait_total / window if window > 0 else float("nan"),
     }
     epochs = [e for r in repeats for e in r.epoch_s]
     if epochs:
@@ -190,6 +189,8 @@ def summarize(
     info: dict[str, Any] = {"h2d": "measured with CUDA events" if transfer.measured else transfer.reason}
     copy_s = transfer.total_ms / 1000 if transfer.measured else consumer.copy_s
     if has_step:
+        # Without a step the loop only waits for data: a stall fraction would be 100% by definition.
+        metrics["stall_fraction"] = wait_total / window if window > 0 else float("nan")
         info["bound"] = classify(wait_total, copy_s, consumer.step_s)
         metrics["step_ms_mean"] = 1000 * consumer.step_s / len(waits) if waits else float("nan")
     else:

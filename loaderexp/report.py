@@ -42,6 +42,13 @@ def _short(key: str) -> str:
     return key.split(".", 1)[1] if key.startswith("loader.") else key
 
 
+def param_text(value: object) -> str:
+    """A param as Hydra's override syntax writes it (true, null)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "null" if value is None else str(value)
+
+
 def _fmt(value: Optional[float], digits: int = 1) -> str:
     if value is None or value != value:
         return "-"
@@ -74,7 +81,7 @@ def summary_table(items: Sequence[tuple[Path, RunResult]]) -> str:
         epoch_text = _fmt(epoch, 2) + ("" if "epoch_time_s" in m or epoch is None else "~")
         delivery = r.info.get("delivery_ok")
         row = [
-            *(str(r.params.get(a)) for a in axes),
+            *(param_text(r.params.get(a)) for a in axes),
             r.status + ("*" if m.get("noisy") else ""),
             _fmt(rate, 0),
             _fmt(100 * m["throughput_iqr_rel"], 1) if m.get("repeats", 0) >= 2 else "-",
@@ -129,7 +136,8 @@ def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional
     noise = max(best.metrics.get("throughput_iqr_rel", 0.0), chosen.metrics.get("throughput_iqr_rel", 0.0))
     gap = 1 - rate / best_rate if best_rate else 0.0
     within_noise = chosen is not best and gap <= noise
-    settings = ", ".join(f"{_short(k)}={chosen.params.get(k)}" for k in varying_params(finished)) or "the defaults"
+    settings = ", ".join(f"{_short(k)}={param_text(chosen.params.get(k))}" for k in varying_params(finished))
+    settings = settings or "the defaults"
     text = f"Recommendation: {settings}: {rate:,.0f} samples/s"
     if chosen is best:
         text += " (the fastest run)."

@@ -51,11 +51,11 @@ def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list
         "multiprocessing_context": loader["multiprocessing_context"] is not None,
     }
     for key, is_set in needs_workers.items():
-        if is_set and workers == 0:
+        if is_set and workers <= 0:
             default = {"prefetch_factor": "null", "persistent_workers": "false", "timeout": "0"}.get(key, "null")
             problems.append(
                 f"loader.{key}={_show(loader[key])}: only applies with loader.num_workers > 0 "
-                f"(num_workers=0); set it to {default} or add workers"
+                f"(num_workers={workers}); set it to {default} or add workers"
             )
     if loader["prefetch_factor"] is not None and loader["prefetch_factor"] < 1:
         problems.append(f"loader.prefetch_factor={loader['prefetch_factor']}: must be null or an integer >= 1")

@@ -1,0 +1,118 @@
+"""Every config file composes; typos, wrong types and bad combinations fail before any work."""
+
+from __future__ import annotations
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf.errors import ValidationError
+
+from loaderexp.config import config_dir, resolve_auto_transform, to_plain
+from loaderexp.validate import ConfigError, validate
+
+
+def all_config_files():
+    for path in sorted(config_dir().rglob("*.yaml")):
+        group = path.parent.relative_to(config_dir()).as_posix()
+        if group == ".":
+            yield pytest.param(None, path.stem, id=path.name)
+        else:
+            yield pytest.param(group, path.stem, id=f"{group}/{path.name}")
+
+
+@pytest.mark.parametrize("group,name", list(all_config_files()))
+def test_every_config_file_composes(compose_cfg, group, name):
+    if group is None:
+        overrides = []
+    elif group == "experiment":
+        overrides = [f"+experiment={name}"]
+    elif group == "hydra":
+        overrides = [f"hydra={name}"]
+    else:
+        overrides = [f"{group}={name}"]
+    cfg = compose_cfg(overrides)
+    plain = resolve_auto_transform(to_plain(cfg))
+    assert plain["loader"]["batch_size"] >= 1
+    assert plain["dataset"]["_target_"]
+    if group in ("dataset", "sampler"):
+        assert plain[group]["name"] == name  # the file's own name is what runs and reports show
+
+
+def test_defaults_are_the_classic_cifar_run(compose_cfg):
+    plain = resolve_auto_transform(to_plain(compose_cfg([])))
+    assert plain["dataset"]["name"] == "cifar10"
+    assert plain["transform"]["name"] == "cifar_train"
+    assert plain["tracking"]["uri"].startswith("sqlite:////")  # absolute path
+    assert plain["data_root"].startswith("/")
+
+
+def test_experiment_defines_a_named_sweep(compose_cfg):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["+experiment=classic"], return_hydra_config=True)
+    assert cfg.tracking.experiment == "classic"
+    assert cfg.hydra.sweeper.params["loader.num_workers"] == "range(0,20)"
+    assert cfg.hydra.sweeper.params["loader.pin_memory"] == "true,false"
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["loader.num_workers=many", "loader.pin_memory=maybe", "loader.bogus=1", "bench.budget=forever", "device.type=tpu"],
+)
+def test_wrong_type_or_unknown_key_fails_at_compose_time(compose_cfg, override):
+    with pytest.raises((ConfigCompositionException, ValidationError)) as error:
+        compose_cfg([override])
+    assert override.split("=")[0].split(".")[-1] in str(error.value) + str(error.value.__cause__)
+
+
+def test_unknown_group_option_lists_the_choices(compose_cfg):
+    with pytest.raises(ConfigCompositionException) as error:
+        compose_cfg(["dataset=imagenet21k"])
+    message = str(error.value)
+    assert "dataset" in message and "cifar10" in message and "synthetic" in message
+
+
+def check(compose_cfg, overrides, cuda=False, cpus=2):
+    plain = resolve_auto_transform(to_plain(compose_cfg(overrides)))
+    return validate(plain, cuda_available=cuda, cpus=cpus)
+
+
+def test_cross_field_problems_are_gathered_into_one_error(compose_cfg):
+    with pytest.raises(ConfigError) as error:
+        check(compose_cfg, ["loader.batch_size=0", "loader.num_workers=0", "loader.prefetch_factor=2",
+                            "loader.persistent_workers=true", "bench.repeats=0"])
+    problems = error.value.problems
+    assert len(problems) == 4
+    text = str(error.value)
+    assert "loader.batch_size=0" in text
+    assert "loader.prefetch_factor=2" in text and "num_workers > 0" in text
+    assert "loader.persistent_workers=true" in text
+    assert "bench.repeats=0" in text
+
+
+def test_negative_workers_and_timeout_without_workers(compose_cfg):
+    with pytest.raises(ConfigError) as error:
+        check(compose_cfg, ["loader.num_workers=-1", "loader.timeout=5"])
+    text = str(error.value)
+    assert "loader.num_workers=-1" in text and "loader.timeout=5" in text
+
+
+def test_cuda_requested_without_cuda_names_valid_choices(compose_cfg):
+    with pytest.raises(ConfigError, match=r"device.type=cuda.*valid here: auto, cpu"):
+        check(compose_cfg, ["device=cuda"], cuda=False)
+
+
+def test_legal_but_pointless_settings_warn(compose_cfg):
+    warnings = check(compose_cfg, ["loader.pin_memory=true", "loader.num_workers=8"], cuda=False, cpus=2)
+    assert any("pin_memory=true with no accelerator" in w for w in warnings)
+    assert any("num_workers=8 exceeds the 2 CPUs" in w for w in warnings)
+
+
+def test_dataset_target_that_cannot_be_imported(compose_cfg):
+    with pytest.raises(ConfigError, match=r"dataset._target_=no.such.Dataset: cannot be imported"):
+        check(compose_cfg, ["dataset._target_=no.such.Dataset"])
+
+
+def test_dataset_argument_the_target_does_not_take(compose_cfg):
+    with pytest.raises(ConfigError, match=r"takes no argument colour; valid: .*num_samples"):
+        check(compose_cfg, ["dataset=synthetic", "+dataset.colour=red"])

@@ -1,0 +1,134 @@
+"""The measured loop and its statistics, on a fake clock: exact expected numbers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from loaderexp.delivery import DeliveryTracker
+from loaderexp.measure import BudgetSpec, RunTimeout, classify, percentile, run_repeat, spread
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeLoader:
+    """``batches`` batches of ``size`` samples per epoch; start-up and each batch advance the clock."""
+
+    def __init__(self, clock: FakeClock, batches: int, size: int = 4, startup: float = 1.0, per_batch: float = 0.125):
+        self.clock, self.batches, self.size, self.startup, self.per_batch = clock, batches, size, startup, per_batch
+        self.epochs_started = 0
+
+    def __iter__(self):
+        self.epochs_started += 1
+        for i in range(self.batches):
+            self.clock.advance((self.startup if i == 0 else 0.0) + self.per_batch)
+            yield torch.zeros(self.size, 3)
+
+    def __len__(self) -> int:
+        return self.batches
+
+
+def tracker(length=None):
+    return DeliveryTracker(recorder=None, dataset_length=length, batch_size=4, drop_last=False, in_order=True, num_workers=0)
+
+
+def stepping(clock: FakeClock, seconds: float):
+    return lambda batch, measured: clock.advance(seconds)
+
+
+def test_batches_budget_excludes_warmup_and_startup():
+    clock = FakeClock()
+    loader = FakeLoader(clock, batches=25)
+    budget = BudgetSpec(mode="batches", warmup_batches=2, batches=3)
+    timing = run_repeat(loader, budget, tracker(), stepping(clock, 0.125), clock)
+    assert timing.startup_s == [1.125]
+    assert timing.wait_s == [0.125, 0.125, 0.125]
+    assert timing.busy_s == [0.125, 0.125, 0.125]
+    assert timing.samples == 12
+    assert timing.window_s == 0.75
+    assert timing.samples_per_s == 16.0
+    assert timing.epoch_s == []  # the epoch was cut by the budget
+
+
+def test_budget_crossing_an_epoch_counts_the_next_start_up():
+    clock = FakeClock()
+    loader = FakeLoader(clock, batches=3, startup=1.0, per_batch=0.25)
+    budget = BudgetSpec(mode="batches", warmup_batches=1, batches=4)
+    delivery = tracker(length=12)
+    timing = run_repeat(loader, budget, delivery, None, clock)
+    assert loader.epochs_started == 2
+    assert timing.startup_s == [1.25, 1.25]
+    assert timing.wait_s == [0.25, 0.25, 1.25, 0.25]
+    assert timing.epoch_s == [1.75]
+    assert [e.complete for e in delivery.epochs] == [True, False]
+    assert delivery.ok is True
+
+
+def test_epochs_budget_times_whole_epochs():
+    clock = FakeClock()
+    loader = FakeLoader(clock, batches=4, startup=0.5, per_batch=0.25)
+    timing = run_repeat(loader, BudgetSpec(mode="epochs", warmup_batches=0, epochs=2), tracker(16), None, clock)
+    assert timing.epoch_s == [1.5, 1.5]
+    assert timing.batches == 8
+    assert timing.window_s == 3.0
+
+
+def test_seconds_budget_stops_once_the_time_is_spent():
+    clock = FakeClock()
+    loader = FakeLoader(clock, batches=100, startup=0.0, per_batch=0.25)
+    timing = run_repeat(loader, BudgetSpec(mode="seconds", warmup_batches=1, seconds=1.0), tracker(), None, clock)
+    assert timing.batches == 4
+    assert timing.window_s == 1.0
+
+
+def test_a_repeat_past_its_wall_clock_limit_stops():
+    clock = FakeClock()
+    loader = FakeLoader(clock, batches=100, startup=0.0, per_batch=1.0)
+    with pytest.raises(RunTimeout, match="max_run_seconds=5"):
+        run_repeat(loader, BudgetSpec(mode="batches", warmup_batches=0, batches=50, max_seconds=5), tracker(), None, clock)
+
+
+def test_progress_callback_counts_measured_batches():
+    clock = FakeClock()
+    seen = []
+    run_repeat(FakeLoader(clock, 10), BudgetSpec(mode="batches", warmup_batches=2, batches=3), tracker(), None, clock, seen.append)
+    assert seen == [1, 2, 3]
+
+
+def test_percentile_matches_linear_interpolation():
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([1, 2, 3, 4, 5], 95) == 4.8
+    assert percentile([7], 95) == 7
+
+
+def test_spread_flags_noise_above_threshold():
+    steady = spread([100.0, 101.0, 99.0])
+    assert steady.median == 100.0
+    assert steady.relative == pytest.approx(0.01)
+    assert not steady.noisy(0.10)
+    shaky = spread([100.0, 70.0, 130.0, 100.0])
+    assert shaky.relative == pytest.approx(0.15)
+    assert shaky.noisy(0.10)
+    assert not spread([100.0]).noisy(0.10)  # one value has no spread to judge
+
+
+@pytest.mark.parametrize(
+    "wait,copy,compute,expected",
+    [
+        (0.5, 0.1, 1.0, "loader-bound"),
+        (0.05, 2.0, 1.0, "transfer-bound"),
+        (0.05, 0.1, 1.0, "compute-bound"),
+        (0.0, 0.0, 0.0, "unknown"),
+    ],
+)
+def test_classify_names_the_limiting_part(wait, copy, compute, expected):
+    assert classify(wait, copy, compute) == expected

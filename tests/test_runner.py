@@ -1,0 +1,71 @@
+"""run(cfg) in process: result.json and the MLflow run it writes, read back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from loaderexp.result import RunResult
+from loaderexp.runner import JobContext, run
+from tests.conftest import TINY
+
+
+def test_run_writes_result_json_and_an_mlflow_run(compose_cfg, store, tmp_path):
+    cfg = compose_cfg([*TINY, "loader.num_workers=1", f"tracking.uri={store}", "tracking.experiment=unit"])
+    result = run(cfg, JobContext(output_dir=tmp_path / "job", overrides=["loader.num_workers=1"]))
+    assert result.status == "FINISHED", result.error
+
+    saved = json.loads((tmp_path / "job" / "result.json").read_text())
+    assert saved["params"]["loader.num_workers"] == 1
+    assert saved["params"]["dataset.name"] == "synthetic"
+    metrics = saved["metrics"]
+    assert metrics["throughput_samples_per_s"] > 0
+    assert metrics["measured_batches"] == 10
+    assert metrics["measured_samples"] == 320
+    assert 0 < metrics["wait_p50_ms"] <= metrics["wait_p95_ms"]
+    assert metrics["time_to_first_batch_s"] > 0
+    assert metrics["delivery_ok"] == 1.0
+    assert metrics["h2d_measured"] == 0.0
+    assert saved["info"]["h2d"].startswith("CUDA not available")
+    assert saved["info"]["data_source"] == "generated"
+    assert saved["host"]["cpu_count"] >= 1 and saved["host"]["torch"]
+    assert (tmp_path / "job" / "batches.csv").read_text().startswith("repeat,batch,wait_ms,busy_ms")
+
+    client = MlflowClient(store)
+    run_ = client.get_run(result.run_id)
+    assert run_.info.status == "FINISHED"
+    assert run_.data.params["loader.num_workers"] == "1"
+    assert run_.data.params["loader.pin_memory"] == "false"
+    assert run_.data.metrics["throughput_samples_per_s"] == pytest.approx(metrics["throughput_samples_per_s"])
+    assert run_.data.tags["host.cpu_count"] == str(saved["host"]["cpu_count"])
+    artifacts = {a.path for a in client.list_artifacts(result.run_id)}
+    assert {"result.json", "resolved_config.yaml", "batches.csv"} <= artifacts
+
+
+def test_failing_dataset_is_recorded_as_a_failed_run(compose_cfg, store, tmp_path):
+    cfg = compose_cfg([*TINY, "dataset.num_samples=-5", f"tracking.uri={store}"])
+    result = run(cfg, JobContext(output_dir=tmp_path / "job"))
+    assert result.status == "FAILED"
+    assert "RuntimeError" in result.error or "Error" in result.error
+    assert RunResult.read(tmp_path / "job" / "result.json").status == "FAILED"
+    run_ = MlflowClient(store).get_run(result.run_id)
+    assert run_.info.status == "FAILED"
+    assert run_.data.tags["error"] == result.error
+
+
+def test_invalid_combination_fails_before_any_worker_starts(compose_cfg, tmp_path):
+    cfg = compose_cfg([*TINY, "tracking=none", "loader.prefetch_factor=4"])
+    result = run(cfg, JobContext(output_dir=tmp_path / "job"))
+    assert result.status == "FAILED"
+    assert result.error.startswith("loader.prefetch_factor=4: only applies with loader.num_workers > 0")
+    assert result.metrics == {}
+
+
+def test_pin_memory_without_accelerator_runs_and_records_the_warning(compose_cfg, tmp_path):
+    cfg = compose_cfg([*TINY, "tracking=none", "loader.pin_memory=true", "loader.num_workers=1"])
+    result = run(cfg, JobContext(output_dir=tmp_path / "job"))
+    assert result.status == "FINISHED"
+    assert any("pin_memory=true" in w for w in result.warnings)
+    assert result.metrics["pinned_fraction"] == 0.0
