@@ -1,6 +1,6 @@
 """Did the loader deliver what the sampler promised?  A fast loader that loses data is not fast.
 
-The dataset is wrapped so each sample travels with the index it was fetched for, and the
+The dataset is wrapped so each batch travels with the indices it was fetched for, and the
 sampler is wrapped so the main process records every index it hands out.  At the end of each
 epoch (or of a partial one, when the measured budget ends first) the delivered indices are
 compared with the recorded ones and with the sampler's promise: every index exactly once for
@@ -17,23 +17,44 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional, Sized
 
 import torch
-from torch.utils.data import Dataset, Sampler
+from torch.utils.data import Dataset, Sampler, default_collate
 from torch.utils.data.distributed import DistributedSampler
 
 from loaderexp.transfer import tensors_of
 
 
 class IndexedDataset(Dataset):
-    """Returns ``(index, sample)``: collation turns the indices into one int64 tensor per batch."""
+    """Fetches whole batches and tags each with the indices it was fetched for.
+
+    The DataLoader's fetcher calls ``__getitems__`` with a batch's indices when a dataset has it;
+    the tag rides on the sample list into :func:`indexed_collate`, so the cost is one small
+    tensor per batch, not a wrapper per sample.
+    """
 
     def __init__(self, dataset: Dataset):
         self.dataset = dataset
+        self._getitems = getattr(dataset, "__getitems__", None)
 
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
 
     def __getitem__(self, index: int):
-        return index, self.dataset[index]
+        return self.dataset[index]
+
+    def __getitems__(self, indices: list[int]) -> "_TaggedSamples":
+        samples = self._getitems(indices) if self._getitems else [self.dataset[i] for i in indices]
+        return _TaggedSamples(samples, indices)
+
+
+class _TaggedSamples(list):
+    def __init__(self, samples: list, indices: list[int]):
+        super().__init__(samples)
+        self.indices = indices
+
+
+def indexed_collate(samples: _TaggedSamples) -> tuple[torch.Tensor, Any]:
+    """``(indices, batch)``: the user's batch exactly as default_collate makes it, plus its indices."""
+    return torch.as_tensor(samples.indices, dtype=torch.int64), default_collate(samples)
 
 
 class RecordingSampler(Sampler):

@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import IterableDataset
 
 from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform
-from loaderexp.delivery import DeliveryTracker, IndexedDataset, RecordingSampler
+from loaderexp.delivery import DeliveryTracker, IndexedDataset, RecordingSampler, indexed_collate
 from loaderexp.measure import BudgetSpec, RepeatTiming, classify, percentile, run_repeat, spread
 from loaderexp.resources import ResourceMonitor
 from loaderexp.steps import Consumer, make_step
@@ -66,12 +66,20 @@ def planned_batches(bench: Mapping[str, Any], batches_per_epoch: Optional[int]) 
     return None
 
 
-def measure_job(cfg: Mapping[str, Any], on_batch: Optional[Callable[[int, Optional[int]], None]] = None) -> JobMeasurement:
-    """Build the configured loader and measure it ``bench.repeats`` times."""
+def measure_job(
+    cfg: Mapping[str, Any],
+    on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
+    dataset: Optional[Any] = None,
+) -> JobMeasurement:
+    """Build the configured loader and measure it ``bench.repeats`` times.
+
+    ``dataset`` replaces the configured one (the benchmark measures both loops on one instance).
+    """
     loader_cfg, bench = cfg["loader"], cfg["bench"]
     seed_everything(bench["seed"])
     device = resolve_device(cfg["device"]["type"])
-    dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
+    if dataset is None:
+        dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
     iterable = isinstance(dataset, IterableDataset)
     recorder = None
     if iterable:
@@ -79,7 +87,7 @@ def measure_job(cfg: Mapping[str, Any], on_batch: Optional[Callable[[int, Option
     else:
         sampler = build_sampler(cfg["sampler"], dataset)
         recorder = RecordingSampler(sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset))
-        loader = build_loader(IndexedDataset(dataset), recorder, loader_cfg)
+        loader = build_loader(IndexedDataset(dataset), recorder, loader_cfg, collate_fn=indexed_collate)
     try:
         dataset_length: Optional[int] = len(dataset)  # type: ignore[arg-type]
     except TypeError:
@@ -152,7 +160,7 @@ def summarize(
     """Steady-state figures across repeats: medians, spread and percentiles."""
     throughput = spread([r.samples_per_s for r in repeats])
     megabytes = spread([r.bytes / r.window_s / 1e6 if r.window_s > 0 else 0.0 for r in repeats])
-    first_batch = spread([r.startup_s[0] for r in repeats if r.startup_s])
+    startups = [s for r in repeats for s in r.startup_s]
     waits = [w for r in repeats for w in r.wait_s]
     window = sum(r.window_s for r in repeats)
     wait_total = sum(waits)
@@ -160,13 +168,15 @@ def summarize(
         "throughput_samples_per_s": throughput.median,
         "throughput_iqr_rel": throughput.relative,
         "throughput_mb_per_s": megabytes.median,
-        "time_to_first_batch_s": first_batch.median,
+        # The first iterator always starts its workers; later ones reuse them if persistent.
+        "time_to_first_batch_s": startups[0] if startups else float("nan"),
         "wait_mean_ms": 1000 * wait_total / len(waits) if waits else float("nan"),
         "wait_p50_ms": 1000 * percentile(waits, 50),
         "wait_p95_ms": 1000 * percentile(waits, 95),
         "measured_batches": float(len(waits)),
         "measured_samples": float(sum(r.samples for r in repeats)),
         "measured_seconds": window,
+        "warmup_seconds": sum(r.warmup_s for r in repeats),
         "repeats": float(len(repeats)),
         "noisy": float(throughput.noisy(bench["noise_threshold"])),
     }
@@ -176,11 +186,9 @@ def summarize(
     elif batches_per_epoch and throughput.median > 0:
         # Batches mode: start-up plus a full epoch at the measured steady-state rate.
         batches_per_s = len(waits) / window
-        metrics["epoch_time_est_s"] = first_batch.median + batches_per_epoch / batches_per_s
-    if len(repeats) > 1:
-        later = [s for r in repeats for s in r.startup_s[1:]]
-        if later:
-            metrics["time_to_first_batch_later_epochs_s"] = float(np.median(later))
+        metrics["epoch_time_est_s"] = metrics["time_to_first_batch_s"] + batches_per_epoch / batches_per_s
+    if len(startups) > 1:
+        metrics["time_to_first_batch_later_epochs_s"] = float(np.median(startups[1:]))
     metrics["pinned_fraction"] = transfer.pinned_fraction
     metrics["h2d_measured"] = float(transfer.measured)
     if transfer.measured:

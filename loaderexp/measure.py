@@ -47,6 +47,7 @@ class RepeatTiming:
     samples: int = 0
     bytes: int = 0
     window_s: float = 0.0  # first measured batch requested -> last measured batch processed
+    warmup_s: float = 0.0  # repeat start -> first measured batch requested (start-up and warm-up)
 
     @property
     def batches(self) -> int:
@@ -98,6 +99,7 @@ def run_repeat(
             if measured:
                 if window_start is None:
                     window_start = requested
+                    timing.warmup_s = requested - repeat_start
                 timing.wait_s.append(arrived - requested)
                 timing.busy_s.append(done - arrived)
                 timing.samples += batch_length(payload)

@@ -15,7 +15,7 @@ class SyntheticImages(Dataset):
 
     def __init__(
         self,
-        num_samples: int = 50_000,
+        num_samples: int = 20_000,
         shape: Sequence[int] = (3, 32, 32),
         num_classes: int = 10,
         seed: int = 0,
