@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from loaderexp.schema import register_configs
 
 # Keys in dataset/sampler/transform nodes that describe the node instead of being arguments.
-META_KEYS = ("name", "default_transform")
+META_KEYS = ("name", "default_transform", "python_path")
 
 
 def config_dir() -> Path:
@@ -28,6 +28,9 @@ def _register_resolvers() -> None:
     if not OmegaConf.has_resolver("abspath"):
         # Paths become absolute at compose time, so a job's result never depends on its cwd.
         OmegaConf.register_new_resolver("abspath", lambda p: str(Path(p).expanduser().resolve()))
+    if not OmegaConf.has_resolver("project_root"):
+        # The clone's root (or the installed package's folder): where examples/ lives.
+        OmegaConf.register_new_resolver("project_root", lambda: str(config_dir().parent))
 
 
 _register_resolvers()
@@ -75,6 +78,16 @@ def compose(overrides: list[str] | None = None, config_name: str = "config") -> 
 
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+
+
+def apply_python_path(plain: Mapping[str, Any]) -> None:
+    """Put a dataset node's ``python_path`` folders on sys.path (spawned workers inherit it)."""
+    import sys
+
+    folders = plain["dataset"].get("python_path") or []
+    for folder in [folders] if isinstance(folders, str) else folders:
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
 
 
 def resolve_auto_transform(plain: dict[str, Any]) -> dict[str, Any]:

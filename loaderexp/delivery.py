@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional, Sized
 
 import torch
-from torch.utils.data import Dataset, Sampler, default_collate
+from torch.utils.data import BatchSampler, Dataset, Sampler, default_collate
 from torch.utils.data.distributed import DistributedSampler
 
-from loaderexp.transfer import tensors_of
+from loaderexp.transfer import batch_size_and_bytes
 
 
 class IndexedDataset(Dataset):
@@ -52,27 +52,50 @@ class _TaggedSamples(list):
         self.indices = indices
 
 
-def indexed_collate(samples: _TaggedSamples) -> tuple[torch.Tensor, Any]:
-    """``(indices, batch)``: the user's batch exactly as default_collate makes it, plus its indices."""
-    return torch.as_tensor(samples.indices, dtype=torch.int64), default_collate(samples)
+class BatchIndices:
+    """A batch's sample indices.  Deliberately neither a tensor nor a sequence, so collation and
+    the pin-memory thread pass it through untouched (a tensor of 64 ints costs ~30 us a batch)."""
 
+    __slots__ = ("values",)
 
-class RecordingSampler(Sampler):
-    """Passes the wrapped sampler's indices through, keeping the ones of the current epoch."""
-
-    def __init__(self, sampler: Sampler):
-        self.sampler = sampler
-        self.indices: list[int] = []
-
-    def __iter__(self) -> Iterator[int]:
-        self.indices = []
-        record = self.indices.append
-        for index in self.sampler:
-            record(int(index))
-            yield index
+    def __init__(self, values: list[int]):
+        self.values = values
 
     def __len__(self) -> int:
-        return len(self.sampler)  # type: ignore[arg-type]
+        return len(self.values)
+
+
+def indexed_collate(samples: _TaggedSamples) -> tuple[BatchIndices, Any]:
+    """``(indices, batch)``: the user's batch exactly as default_collate makes it, plus its indices."""
+    return BatchIndices(list(samples.indices)), default_collate(samples)
+
+
+class RecordingBatchSampler(Sampler):
+    """Batches of the wrapped sampler's indices, recording the current epoch's as they go out.
+
+    Records per batch, not per index: a generator step per index would cost more than the
+    rest of the harness together on a fast dataset.
+    """
+
+    def __init__(self, sampler: Sampler, batch_size: int, drop_last: bool):
+        self.sampler = sampler
+        self.batches = BatchSampler(sampler, batch_size, drop_last)
+        self.indices: list[int] = []
+        self.epoch = 0
+
+    def __iter__(self) -> Iterator[list[int]]:
+        # As a training loop does: DistributedSampler reshuffles only when told the epoch.
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(self.epoch)
+        self.epoch += 1
+        self.indices = []
+        record = self.indices.extend
+        for batch in self.batches:
+            record(batch)
+            yield batch
+
+    def __len__(self) -> int:
+        return len(self.batches)
 
 
 @dataclass(frozen=True)
@@ -118,8 +141,11 @@ def check_epoch(
 ) -> EpochDelivery:
     """Compare one epoch's delivered indices with the sampled ones and the promise."""
     problems: list[str] = []
-    if complete and promise.count is not None and len(sampled) != promise.count:
-        problems.append(f"sampler yielded {len(sampled)} indices, its length promises {promise.count}")
+    if complete and promise.count is not None:
+        # Under drop_last the batch sampler holds back the last short batch's indices.
+        promised = promise.count // batch_size * batch_size if drop_last else promise.count
+        if len(sampled) != promised:
+            problems.append(f"sampler yielded {len(sampled)} indices, its length promises {promised}")
     out_of_range = [i for i in sampled if not 0 <= i < promise.universe]
     if out_of_range:
         problems.append(f"{len(out_of_range)} sampled indices outside 0..{promise.universe - 1}")
@@ -128,8 +154,6 @@ def check_epoch(
         if repeated:
             problems.append(f"sampler repeated {repeated} indices although it samples without replacement")
     expected = sampled
-    if complete and drop_last:
-        expected = sampled[: len(sampled) // batch_size * batch_size]
     if complete:
         if Counter(delivered) != Counter(expected):
             missing = sum((Counter(expected) - Counter(delivered)).values())
@@ -160,18 +184,13 @@ def check_iterable_epoch(dataset_length: Optional[int], delivered: int, complete
     return EpochDelivery(complete=complete, delivered=delivered, problems=problems)
 
 
-def split_indexed(batch: Any) -> tuple[Optional[torch.Tensor], Any]:
-    """``(indices, payload)`` of a batch collated from :class:`IndexedDataset` samples."""
-    return batch[0], batch[1]
-
-
 class DeliveryTracker:
     """Follows one loader's epochs: strips the indices off each batch and checks each epoch."""
 
     def __init__(
         self,
         *,
-        recorder: Optional[RecordingSampler],
+        recorder: Optional[RecordingBatchSampler],
         dataset_length: Optional[int],
         batch_size: int,
         drop_last: bool,
@@ -187,7 +206,7 @@ class DeliveryTracker:
         self.in_order = in_order
         self.num_workers = num_workers
         self.epochs: list[EpochDelivery] = []
-        self._ids: list[torch.Tensor] = []
+        self._ids: list[list[int]] = []
         self._count = 0
 
     def start_epoch(self) -> None:
@@ -197,16 +216,16 @@ class DeliveryTracker:
     def take(self, batch: Any) -> Any:
         """The batch as the user's dataset made it (indices removed); counts its samples."""
         if self.indexed:
-            ids, payload = split_indexed(batch)
-            self._ids.append(ids)
-            self._count += len(ids)
+            ids, payload = batch
+            self._ids.append(ids.values)
+            self._count += len(ids.values)
             return payload
-        self._count += batch_length(batch)
+        self._count += batch_size_and_bytes(batch)[0]
         return batch
 
     def end_epoch(self, complete: bool) -> EpochDelivery:
         if self.indexed:
-            delivered = torch.cat(self._ids).tolist() if self._ids else []
+            delivered = [index for ids in self._ids for index in ids]
             epoch = check_epoch(
                 self.promise,  # type: ignore[arg-type]
                 list(self.recorder.indices),  # type: ignore[union-attr]
@@ -232,9 +251,3 @@ class DeliveryTracker:
     @property
     def problems(self) -> list[str]:
         return [p for e in self.epochs for p in e.problems]
-
-
-def batch_length(batch: Any) -> int:
-    """Samples in a collated batch: the leading size of its first tensor."""
-    tensors = tensors_of(batch)
-    return int(tensors[0].shape[0]) if tensors and tensors[0].dim() > 0 else 1

@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import IterableDataset
 
 from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform
-from loaderexp.delivery import DeliveryTracker, IndexedDataset, RecordingSampler, indexed_collate
+from loaderexp.delivery import DeliveryTracker, IndexedDataset, RecordingBatchSampler, indexed_collate
 from loaderexp.measure import BudgetSpec, RepeatTiming, classify, percentile, run_repeat, spread
 from loaderexp.resources import ResourceMonitor
 from loaderexp.steps import Consumer, make_step
@@ -82,12 +82,16 @@ def measure_job(
         dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
     iterable = isinstance(dataset, IterableDataset)
     recorder = None
+    warnings: list[str] = []
     if iterable:
+        if cfg["sampler"].get("name") not in (None, "sequential"):
+            warnings.append(f"sampler={cfg['sampler'].get('name')} ignored: an IterableDataset orders its own samples")
         loader = build_loader(dataset, None, loader_cfg)
     else:
         sampler = build_sampler(cfg["sampler"], dataset)
-        recorder = RecordingSampler(sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset))
-        loader = build_loader(IndexedDataset(dataset), recorder, loader_cfg, collate_fn=indexed_collate)
+        sampler = sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset)
+        recorder = RecordingBatchSampler(sampler, loader_cfg["batch_size"], loader_cfg["drop_last"])
+        loader = build_loader(IndexedDataset(dataset), None, loader_cfg, batch_sampler=recorder, collate_fn=indexed_collate)
     try:
         dataset_length: Optional[int] = len(dataset)  # type: ignore[arg-type]
     except TypeError:
@@ -145,7 +149,11 @@ def measure_job(
     )
     if delivery.ok is not None:
         metrics["delivery_ok"] = float(delivery.ok)
-    warnings = [f"delivery check failed: {p}" for p in delivery.problems]
+    warnings += [f"delivery check failed: {p}" for p in delivery.problems]
+    mean_bytes = getattr(dataset, "mean_sample_bytes", None)
+    if mean_bytes:
+        # Files read per second: the steady sample rate times the mean file size on disk.
+        metrics["read_mb_per_s"] = metrics["throughput_samples_per_s"] * mean_bytes / 1e6
     return JobMeasurement(metrics=metrics, info=info, warnings=warnings, batches_csv=batches_table(repeats))
 
 
@@ -187,6 +195,10 @@ def summarize(
         # Batches mode: start-up plus a full epoch at the measured steady-state rate.
         batches_per_s = len(waits) / window
         metrics["epoch_time_est_s"] = metrics["time_to_first_batch_s"] + batches_per_epoch / batches_per_s
+    if len(repeats) > 1:
+        # The first repeat may read from a cold page cache; later ones from a warm one.
+        metrics["throughput_first_repeat_samples_per_s"] = repeats[0].samples_per_s
+        metrics["throughput_later_repeats_samples_per_s"] = float(np.median([r.samples_per_s for r in repeats[1:]]))
     if len(startups) > 1:
         metrics["time_to_first_batch_later_epochs_s"] = float(np.median(startups[1:]))
     metrics["pinned_fraction"] = transfer.pinned_fraction

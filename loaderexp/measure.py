@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from loaderexp.delivery import DeliveryTracker, batch_length
-from loaderexp.transfer import batch_bytes
+from loaderexp.delivery import DeliveryTracker
+from loaderexp.transfer import batch_size_and_bytes
 
 Clock = Callable[[], float]
 Process = Callable[[Any, bool], None]  # (batch, measured) -> None: copy to device, train step
@@ -102,8 +102,9 @@ def run_repeat(
                     timing.warmup_s = requested - repeat_start
                 timing.wait_s.append(arrived - requested)
                 timing.busy_s.append(done - arrived)
-                timing.samples += batch_length(payload)
-                timing.bytes += batch_bytes(payload)
+                samples, size = batch_size_and_bytes(payload)
+                timing.samples += samples
+                timing.bytes += size
                 timing.window_s = done - window_start
                 if on_batch is not None:
                     on_batch(timing.batches)

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from loaderexp.config import config_dir, config_hash, flatten, resolve_auto_transform, to_plain
+from loaderexp.config import apply_python_path, config_dir, config_hash, flatten, resolve_auto_transform, to_plain
 from loaderexp.progress import JobProgress
 from loaderexp.result import RunResult, host_facts
 from loaderexp.validate import ConfigError, validate
@@ -65,6 +65,7 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         if tracker is not None:
             run_id = tracker.start_run(job.run_name, _tags(result, job), job.parent_run_id)
             result.run_id = run_id
+        apply_python_path(plain)
         result.warnings = validate(plain, host["cuda_available"], host["cpus_usable"])
         for warning in result.warnings:
             log.warning("%s: %s", job.label, warning)

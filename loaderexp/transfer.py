@@ -39,10 +39,18 @@ def _move(batch: Any, device: torch.device, non_blocking: bool) -> Any:
     return batch
 
 
+def batch_size_and_bytes(batch: Any) -> tuple[int, int]:
+    """Samples (the leading size of the first tensor) and bytes of a collated batch, in one walk."""
+    tensors = tensors_of(batch)
+    if not tensors:
+        return 1, 0
+    first = tensors[0]
+    return (int(first.shape[0]) if first.dim() > 0 else 1), sum(t.numel() * t.element_size() for t in tensors)
+
+
 def is_pinned(batch: Any) -> bool:
     tensors = tensors_of(batch)
-    # Without an accelerator is_pinned() is False by definition; asking would only warn.
-    return bool(tensors) and torch.cuda.is_available() and all(t.is_pinned() for t in tensors)
+    return bool(tensors) and all(t.is_pinned() for t in tensors)
 
 
 @dataclass
@@ -81,11 +89,13 @@ class HostToDevice:
         self._pinned = 0
         self._bytes = 0
         self.stream = torch.cuda.Stream(device) if self.cuda else None
+        # Without an accelerator nothing can be pinned, and asking only warns: don't ask.
+        self._can_pin = torch.cuda.is_available()
 
     def __call__(self, batch: Any, measured: bool = True) -> Any:
         if measured:
             self._batches += 1
-            self._pinned += is_pinned(batch)
+            self._pinned += self._can_pin and is_pinned(batch)
         if not self.cuda:
             return batch
         start = torch.cuda.Event(enable_timing=True)

@@ -6,16 +6,16 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler, WeightedRandomSampler
 
 from loaderexp.data.synthetic import SyntheticImages
-from loaderexp.delivery import DeliveryTracker, IndexedDataset, Promise, RecordingSampler, check_epoch, indexed_collate
+from loaderexp.delivery import DeliveryTracker, IndexedDataset, Promise, RecordingBatchSampler, check_epoch, indexed_collate
 from loaderexp.measure import BudgetSpec, run_repeat
 
 EPOCH = BudgetSpec(mode="epochs", warmup_batches=0, epochs=1)
 
 
 def measure_delivery(sampler, dataset, batch_size=8, drop_last=False, num_workers=0, wrap=lambda loader: loader):
-    recorder = RecordingSampler(sampler)
-    loader = DataLoader(IndexedDataset(dataset), batch_size=batch_size, sampler=recorder, drop_last=drop_last,
-                        num_workers=num_workers, collate_fn=indexed_collate)
+    recorder = RecordingBatchSampler(sampler, batch_size, drop_last)
+    loader = DataLoader(IndexedDataset(dataset), batch_sampler=recorder, num_workers=num_workers,
+                        collate_fn=indexed_collate)
     delivery = DeliveryTracker(recorder=recorder, dataset_length=len(dataset), batch_size=batch_size,
                                drop_last=drop_last, in_order=True, num_workers=num_workers)
     run_repeat(wrap(loader), EPOCH, delivery)

@@ -132,3 +132,19 @@ def test_spread_flags_noise_above_threshold():
 )
 def test_classify_names_the_limiting_part(wait, copy, compute, expected):
     assert classify(wait, copy, compute) == expected
+
+
+def test_resource_monitor_sees_the_worker_processes():
+    from torch.utils.data import DataLoader
+
+    from loaderexp.data.synthetic import SyntheticImages
+    from loaderexp.resources import ResourceMonitor
+
+    loader = DataLoader(SyntheticImages(num_samples=512, shape=(3, 8, 8)), batch_size=16, num_workers=2)
+    with ResourceMonitor(interval_s=0.02) as monitor:
+        for _ in loader:
+            __import__("time").sleep(0.005)
+    stats = monitor.stats()
+    assert stats.processes_peak >= 3  # main process and two workers
+    assert stats.pss_peak_mb > 0 and stats.uss_peak_mb > 0
+    assert stats.samples >= 1

@@ -66,5 +66,7 @@ def build_loader(dataset: Dataset, sampler: Optional[Sampler], loader: Mapping[s
     )
     if loader["prefetch_factor"] is not None:
         kwargs["prefetch_factor"] = loader["prefetch_factor"]
+    if "batch_sampler" in extra:  # it batches (and drops the last batch) itself
+        kwargs.update(batch_size=1, drop_last=False)
     kwargs.update(extra)
     return DataLoader(dataset, **kwargs)

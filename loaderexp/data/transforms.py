@@ -35,3 +35,8 @@ def imagenet_train(size: int = 224) -> v2.Compose:
             v2.Normalize(IMAGENET_MEAN, IMAGENET_STD),
         ]
     )
+
+
+def to_tensor() -> v2.Compose:
+    """A PIL image to a float tensor in [0, 1], nothing else."""
+    return v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
