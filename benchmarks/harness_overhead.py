@@ -57,18 +57,31 @@ def bare_loop(loader, warmup: int, batches: int) -> float:
                 return samples / (time.perf_counter() - start)
 
 
-def harness_cost(rounds: int, batches: int, workers: int) -> tuple[float, float, float]:
+def harness_cost(rounds: int, batches: int, workers: int) -> tuple[float, float, float, float]:
+    """Median bare and harness throughput, and the median and IQR of the per-round ratio."""
     cfg = plain_config(["dataset=synthetic", "tracking=none", f"loader.num_workers={workers}", "loader.batch_size=64",
                         "bench.warmup_batches=10", f"bench.batches={batches}", "bench.repeats=1"])
     dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
-    bare, harness = [], []
-    for _ in range(rounds):  # interleaved: drift on the machine hits both alike
+
+    def bare() -> float:
         loader = build_loader(dataset, build_sampler(cfg["sampler"], dataset), cfg["loader"])
-        bare.append(bare_loop(loader, 10, batches))
-        del loader
-        harness.append(measure_job(cfg, dataset=dataset).metrics["throughput_samples_per_s"])
-    b, h = statistics.median(bare), statistics.median(harness)
-    return b, h, 1 - h / b
+        return bare_loop(loader, 10, batches)
+
+    def harness() -> float:
+        return measure_job(cfg, dataset=dataset).metrics["throughput_samples_per_s"]
+
+    bares, harnesses, ratios = [], [], []
+    for i in range(rounds):
+        # Paired and interleaved, alternating which goes first: drift on the machine hits both alike.
+        if i % 2:
+            h, b = harness(), bare()
+        else:
+            b, h = bare(), harness()
+        bares.append(b)
+        harnesses.append(h)
+        ratios.append(h / b)
+    q1, q3 = statistics.quantiles(ratios, n=4)[0], statistics.quantiles(ratios, n=4)[2]
+    return statistics.median(bares), statistics.median(harnesses), statistics.median(ratios), q3 - q1
 
 
 def sweep_wall(jobs: int, store: str, folder: Path) -> tuple[float, list[RunResult]]:
@@ -129,13 +142,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer rounds and batches (a smoke test)")
     args = parser.parse_args()
     os.environ.setdefault("LOADEREXP_DATA_ROOT", str(REPO / "data"))
-    rounds, batches, jobs = (3, 50, 3) if args.quick else (7, 400, 9)
+    rounds, batches, jobs = (3, 50, 3) if args.quick else (9, 250, 9)
     print(f"host: {os.cpu_count()} CPUs; torch threads {__import__('torch').get_num_threads()}")
     print("\n1. harness cost on the synthetic dataset (target < 2%), interleaved rounds:", rounds)
     for workers in (0, 2):
-        bare, harness, cost = harness_cost(rounds, batches, workers)
-        print(f"   num_workers={workers}: bare loop {bare:,.0f} samples/s, loaderexp {harness:,.0f} samples/s, "
-              f"ratio {harness / bare:.3f} -> harness costs {100 * cost:+.1f}%")
+        bare, harness, ratio, iqr = harness_cost(rounds, batches, workers)
+        print(f"   num_workers={workers}: bare loop {bare:,.0f} samples/s, loaderexp {harness:,.0f} samples/s; "
+              f"paired ratio loaderexp/bare {ratio:.3f} (IQR {iqr:.3f}) -> harness costs {100 * (1 - ratio):+.1f}%")
     marginal, overhead = per_job_overhead(jobs)
     print(f"\n2. per-job overhead in a real multirun (target < 1 s): one more job costs {marginal:.2f} s of wall time,"
           f" of which {overhead:.2f} s is not loading (compose, folders, MLflow logging, set-up)")

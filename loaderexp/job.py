@@ -110,7 +110,10 @@ def measure_job(
     )
     to_device = HostToDevice(device, cfg["device"]["non_blocking"])
     step_cfg = cfg["step"]
-    consumer = Consumer(to_device, make_step(step_cfg["kind"], step_cfg["ms"], step_cfg["size"], step_cfg["repeat"], device))
+    step = make_step(step_cfg["kind"], step_cfg["ms"], step_cfg["size"], step_cfg["repeat"], device)
+    consumer = Consumer(to_device, step)
+    # Nothing to copy, pin-check or compute: leave the per-batch hook out of the hot loop.
+    idle = step is None and device.type == "cpu" and not torch.cuda.is_available()
     budget = budget_from(bench)
     total = planned_batches(bench, batches_per_epoch)
     repeats: list[RepeatTiming] = []
@@ -122,7 +125,7 @@ def measure_job(
 
     with ResourceMonitor(bench["resource_interval_s"]) as monitor:
         for _ in range(bench["repeats"]):
-            repeats.append(run_repeat(loader, budget, delivery, consumer, time.perf_counter, progress))
+            repeats.append(run_repeat(loader, budget, delivery, None if idle else consumer, time.perf_counter, progress))
             done_before += repeats[-1].batches
         resources = monitor.stop()
     del loader  # persistent workers end here, not at interpreter exit
