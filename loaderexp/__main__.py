@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from loaderexp.runner import JobContext, run
 def main(cfg: DictConfig) -> None:
     from loaderexp import sweep
 
+    # SIGTERM (a scheduler, `kill`) ends the sweep like Ctrl-C: the current run is recorded as KILLED.
+    signal.signal(signal.SIGTERM, _interrupt)
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     job = JobContext(
@@ -43,6 +46,10 @@ def main(cfg: DictConfig) -> None:
         for line in (result.error or "unknown error").splitlines():
             print(f"loaderexp: error: {line}", file=sys.stderr)
         raise SystemExit(1)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 if __name__ == "__main__":

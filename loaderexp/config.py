@@ -65,7 +65,7 @@ def run_params(cfg: DictConfig) -> dict[str, Any]:
 
 def config_hash(params: Mapping[str, Any], host: Mapping[str, Any]) -> str:
     """Stable identity of a configuration measured on a host (for resuming sweeps)."""
-    ignored = ("tracking.", "data_root")
+    ignored = ("tracking.", "data_root", "resume")
     key = {k: v for k, v in params.items() if not k.startswith(ignored)}
     blob = json.dumps([key, host.get("hostname"), host.get("cpu_count")], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

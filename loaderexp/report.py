@@ -150,16 +150,76 @@ def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional
     return Recommendation(chosen, best, within_noise, text)
 
 
+def results_from_mlflow(uri: str, parent_run_id: str) -> list[tuple[Path, RunResult]]:
+    """A sweep's child runs, read back from MLflow as results (for sweeps run elsewhere)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    parent = client.get_run(parent_run_id)
+    runs = client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'", max_results=10_000
+    )
+    items = []
+    for run in sorted(runs, key=lambda r: r.info.start_time):
+        params = {k: _parse(v) for k, v in run.data.params.items()}
+        info = {k[len("info."):]: _parse(v) for k, v in run.data.tags.items() if k.startswith("info.")}
+        result = RunResult(status=run.info.status, params=params, metrics=dict(run.data.metrics), info=info,
+                           error=run.data.tags.get("error"), run_id=run.info.run_id)
+        items.append((Path(run.data.tags.get("loaderexp.output_dir", run.info.run_id)), result))
+    return items
+
+
+def _parse(text: str):
+    """A param or tag back to the value it was logged from (numbers, booleans, null)."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("null", "none"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def write_report(items: Sequence[tuple[Path, RunResult]], folder: Path, title: str = "") -> tuple[str, Optional[Path]]:
+    """The table (printed and saved as report.txt) and the plot (throughput.png) in ``folder``."""
+    from loaderexp.plot import X_AXIS, plot_throughput
+
+    text = summary_table(items)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "report.txt").write_text(text + "\n")
+    results = [r for _, r in items]
+    axes = varying_params(results)
+    plot = None
+    if any(X_AXIS in r.params for r in results if r.status == "FINISHED"):
+        plot = plot_throughput(results, axes, folder / "throughput.png", title)
+    return text, plot
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m loaderexp.report", description=__doc__)
-    parser.add_argument("sweep_dir", type=Path, help="a multirun folder (outputs/multiruns/<date>/<time>)")
+    parser.add_argument("sweep", help="a multirun folder (outputs/multiruns/<date>/<time>), or with --uri the "
+                                      "MLflow run id of a sweep's parent run")
+    parser.add_argument("--uri", help="read the sweep from this MLflow tracking URI instead of a folder")
+    parser.add_argument("--out", type=Path, help="where report.txt and throughput.png go (default: the sweep folder)")
     args = parser.parse_args(argv)
-    if not args.sweep_dir.is_dir():
-        parser.error(f"sweep_dir={args.sweep_dir}: no such folder")
-    items = load_results(args.sweep_dir)
+    if args.uri:
+        items = results_from_mlflow(args.uri, args.sweep)
+        out = args.out or Path("outputs") / "reports" / args.sweep
+    else:
+        folder = Path(args.sweep)
+        if not folder.is_dir():
+            parser.error(f"sweep={folder}: no such folder")
+        items = load_results(folder)
+        out = args.out or folder
     if not items:
-        parser.error(f"sweep_dir={args.sweep_dir}: no {RESULT_FILE} below it")
-    print(summary_table(items))
+        parser.error(f"sweep={args.sweep}: no runs found")
+    text, plot = write_report(items, out)
+    print(text)
+    print(f"\nreport: {out / 'report.txt'}" + (f", plot: {plot}" if plot else ""))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from loaderexp.config import apply_python_path, config_dir, config_hash, flatten, resolve_auto_transform, to_plain
 from loaderexp.progress import JobProgress
-from loaderexp.result import RunResult, host_facts
+from loaderexp.result import RESULT_FILE, RunResult, host_facts
 from loaderexp.validate import ConfigError, validate
 
 log = logging.getLogger("loaderexp")
@@ -55,12 +55,20 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
     result = RunResult(status="RUNNING", params=flatten(plain), host=host)
     tracker = None
     run_id = None
+    reused = False
     try:
         plain = resolve_auto_transform(plain)
         result.params = flatten(plain)
         job.output_dir.mkdir(parents=True, exist_ok=True)
         (job.output_dir / RESOLVED_CONFIG).write_text(OmegaConf.to_yaml(OmegaConf.create(plain)))
         result.config_hash = config_hash(result.params, host)
+        if plain["resume"]:
+            done = already_measured(job.output_dir.parent, result.config_hash)
+            if done is not None:
+                log.info("%s: already measured in %s, skipped (resume=true)", job.label, done.parent)
+                reused = True
+                result = RunResult.read(done)
+                return result
         tracker = _tracker(plain["tracking"])
         if tracker is not None:
             run_id = tracker.start_run(job.run_name, _tags(result, job), job.parent_run_id)
@@ -94,8 +102,21 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         result.error = f"{type(error).__name__}: {error}"
         result.info["traceback"] = traceback.format_exc(limit=20)
     finally:
-        _record(result, job, tracker, run_id)
+        if not reused:
+            _record(result, job, tracker, run_id)
     return result
+
+
+def already_measured(sweep_dir: Path, wanted_hash: str) -> Optional[Path]:
+    """A FINISHED result.json of the same configuration and host in this sweep's folder."""
+    for path in sorted(sweep_dir.glob(f"*/{RESULT_FILE}")):
+        try:
+            previous = RunResult.read(path)
+        except (OSError, ValueError):
+            continue  # a half-written or foreign file is not a measurement
+        if previous.status == "FINISHED" and previous.config_hash == wanted_hash:
+            return path
+    return None
 
 
 def _tracker(tracking: dict[str, Any]):

@@ -107,6 +107,7 @@ class Config:
     step: StepConfig = field(default_factory=StepConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     data_root: str = MISSING  # where generated data sets are written once and reused
+    resume: bool = False  # skip configurations this sweep folder already measured successfully
 
 
 def register_configs() -> None:

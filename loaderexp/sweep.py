@@ -7,6 +7,7 @@ the sweep before anything is measured, instead of losing every result.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -31,6 +32,7 @@ class SweepState:
 
 
 STATE = SweepState()
+SWEEP_RECORD = "sweep.json"  # the sweep's MLflow parent run, found again by resume=true
 
 
 def sweep_overrides(config: DictConfig) -> list[str]:
@@ -72,8 +74,18 @@ class SweepCallback(Callback):
                 "loaderexp.jobs": str(STATE.total),
             }
         )
-        name = f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')} ({STATE.total} jobs)"
-        STATE.parent_run_id = STATE.tracker.start_run(name, tags)
+        record = STATE.sweep_dir / SWEEP_RECORD
+        previous = json.loads(record.read_text()) if config.resume and record.is_file() else {}
+        if previous.get("uri") == tracking.uri and previous.get("experiment") == tracking.experiment:
+            # Resuming: the sweep stays one parent run, its new children join the old ones.
+            STATE.parent_run_id = previous["parent_run_id"]
+            STATE.tracker.client.update_run(STATE.parent_run_id, status="RUNNING")
+        else:
+            name = f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')} ({STATE.total} jobs)"
+            STATE.parent_run_id = STATE.tracker.start_run(name, tags)
+        STATE.sweep_dir.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"uri": tracking.uri, "experiment": tracking.experiment,
+                                      "parent_run_id": STATE.parent_run_id}, indent=2))
         log.info("MLflow: experiment %r, parent run %s", tracking.experiment, STATE.parent_run_id)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -81,23 +93,32 @@ class SweepCallback(Callback):
 
 
 def finish_sweep(status: str) -> None:
-    """Print the sweep's summary and close its parent run (also on Ctrl-C, as KILLED)."""
+    """Report the sweep (table, recommendation, plot) and close its parent run; also on Ctrl-C, as KILLED."""
     if STATE.sweep_dir is None:
         return
-    from loaderexp.report import load_results, summary_table
+    from loaderexp.report import load_results, write_report
 
-    results = load_results(STATE.sweep_dir)
-    table = summary_table(results)
+    items = load_results(STATE.sweep_dir)
+    text, plot = write_report(items, STATE.sweep_dir, title=f"{STATE.sweep_dir}")
     elapsed = time.time() - STATE.started
-    footer = f"{len(results)} of {STATE.total} jobs recorded in {elapsed:.1f} s; results in {STATE.sweep_dir}"
-    print(f"\n{table}\n{footer}", file=sys.stdout, flush=True)
-    (STATE.sweep_dir / "summary.txt").write_text(f"{table}\n{footer}\n")
+    footer = f"{len(items)} of {STATE.total} jobs recorded in {elapsed:.1f} s; results in {STATE.sweep_dir}"
+    links = ""
+    if STATE.tracker is not None:
+        links = (f"MLflow runs table: {STATE.tracker.runs_url()}\n"
+                 f"MLflow charts:     {STATE.tracker.runs_url(chart=True)}")
+        if not STATE.tracker.uri.startswith("http"):
+            links += f"\n(start the UI with `mlflow ui --backend-store-uri {STATE.tracker.uri}`)"
+    summary = "\n".join(part for part in (text, footer, links) if part)
+    print(f"\n{summary}", file=sys.stdout, flush=True)
+    (STATE.sweep_dir / "summary.txt").write_text(summary + "\n")
     if STATE.tracker is not None and STATE.parent_run_id is not None:
         try:
-            STATE.tracker.log_file(STATE.parent_run_id, STATE.sweep_dir / "summary.txt")
-            STATE.tracker.log(STATE.parent_run_id, metrics={"jobs_recorded": len(results), "sweep_seconds": elapsed})
+            for artifact in (STATE.sweep_dir / "summary.txt", plot):
+                if artifact is not None:
+                    STATE.tracker.log_file(STATE.parent_run_id, artifact)
+            STATE.tracker.log(STATE.parent_run_id, metrics={"jobs_recorded": len(items), "sweep_seconds": elapsed},
+                              tags={"loaderexp.runs_url": STATE.tracker.runs_url()})
             STATE.tracker.end_run(STATE.parent_run_id, status)
-            print(f"MLflow runs: {STATE.tracker.runs_url()}  (after `mlflow ui` in the store's folder)")
         except Exception as error:
             log.error("could not close the sweep's MLflow run: %s", error)
     STATE.sweep_dir = None

@@ -123,8 +123,14 @@ class MlflowTracker:
     def end_run(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status=status)
 
-    def runs_url(self, server: str = "http://127.0.0.1:5000") -> str:
-        return f"{server}/#/experiments/{self.experiment_id}/runs"
+    def ui_address(self) -> str:
+        """The UI's root: the tracking server itself, or where `mlflow ui` serves a local store."""
+        return self.uri.rstrip("/") if self.uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+
+    def runs_url(self, chart: bool = False) -> str:
+        """The experiment's runs table (MLflow 3 otherwise opens an empty GenAI overview page)."""
+        url = f"{self.ui_address()}/#/experiments/{self.experiment_id}/runs"
+        return url + "?compareRunsMode=CHART" if chart else url
 
 
 def _limit(value: Any) -> str:

@@ -1,0 +1,46 @@
+"""Throughput against num_workers, one line per combination of the sweep's other axes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from loaderexp.result import RunResult
+
+X_AXIS = "loader.num_workers"
+
+
+def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Path, title: str = "") -> Path:
+    """Write a PNG: median throughput per point, the IQR across repeats as error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on servers and CI
+    import matplotlib.pyplot as plt
+
+    from loaderexp.report import param_text
+
+    finished = [r for r in results if r.status == "FINISHED" and X_AXIS in r.params]
+    series: dict[str, list[RunResult]] = {}
+    others = [a for a in axes if a != X_AXIS]
+    for r in finished:
+        label = ", ".join(f"{a.split('.')[-1]}={param_text(r.params.get(a))}" for a in others) or "throughput"
+        series.setdefault(label, []).append(r)
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    for label, runs in sorted(series.items()):
+        runs = sorted(runs, key=lambda r: r.params[X_AXIS])
+        xs = [r.params[X_AXIS] for r in runs]
+        ys = [r.metrics["throughput_samples_per_s"] for r in runs]
+        spread = [r.metrics.get("throughput_iqr_rel", 0.0) * y / 2 for r, y in zip(runs, ys)]
+        ax.errorbar(xs, ys, yerr=spread, marker="o", capsize=3, label=label)
+    ax.set_xlabel("num_workers")
+    ax.set_ylabel("samples / s (median of repeats, bars: IQR)")
+    ax.set_title(title or "DataLoader throughput")
+    ax.grid(True, alpha=0.3)
+    ax.set_ylim(bottom=0)
+    if len(series) > 1:
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,73 @@
+"""The report: table contents, the recommendation rule, the plot, and reading a sweep back from MLflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loaderexp.report import recommend, summary_table, write_report
+from loaderexp.result import RunResult
+
+
+def result(workers: int, rate: float, iqr: float = 0.02, pin: bool = True, status: str = "FINISHED",
+           delivery: bool = True) -> RunResult:
+    return RunResult(
+        status=status,
+        params={"loader.num_workers": workers, "loader.pin_memory": pin, "dataset.name": "cifar10"},
+        metrics={} if status != "FINISHED" else {
+            "throughput_samples_per_s": rate, "throughput_iqr_rel": iqr, "throughput_mb_per_s": rate * 0.012,
+            "time_to_first_batch_s": 0.1 * (workers + 1), "epoch_time_s": 50_000 / rate, "wait_p50_ms": 1.0,
+            "wait_p95_ms": 2.0, "pss_peak_mb": 1000 + 100 * workers, "h2d_measured": 0.0, "repeats": 3.0,
+            "noisy": float(iqr > 0.1),
+        },
+        info={"delivery_ok": delivery, "h2d": "CUDA not available: host-to-device copy not measured"},
+        error=None if status == "FINISHED" else "RuntimeError: boom",
+    )
+
+
+def test_recommends_the_fewest_workers_within_tolerance():
+    runs = [result(0, 1000), result(2, 2900), result(4, 3000), result(8, 3050)]
+    rec = recommend(runs, tolerance=0.05)
+    assert rec.result.params["loader.num_workers"] == 2  # 2900 >= 0.95 * 3050
+    assert rec.best.params["loader.num_workers"] == 8
+    assert "num_workers=2" in rec.text and "4.9% below the fastest" in rec.text
+    assert not rec.within_noise
+
+
+def test_says_when_the_difference_is_inside_the_noise():
+    runs = [result(0, 1000), result(2, 2950, iqr=0.08), result(6, 3000, iqr=0.08)]
+    rec = recommend(runs)
+    assert rec.result.params["loader.num_workers"] == 2
+    assert rec.within_noise
+    assert "inside the measured noise" in rec.text
+
+
+def test_fastest_is_recommended_when_nothing_close_has_fewer_workers():
+    rec = recommend([result(0, 1000), result(4, 3000), result(2, 2000)])
+    assert rec.result.params["loader.num_workers"] == 4
+    assert "(the fastest run)" in rec.text
+
+
+def test_failed_runs_and_failed_delivery_are_never_recommended():
+    runs = [result(0, 1000), result(2, 5000, delivery=False), result(4, 0, status="FAILED")]
+    assert recommend(runs).result.params["loader.num_workers"] == 0
+
+
+def test_table_has_a_row_per_configuration_with_speedup_and_notes(tmp_path):
+    items = [(Path(str(i)), r) for i, r in enumerate([result(0, 1000), result(2, 2500), result(4, 0, status="FAILED")])]
+    text = summary_table(items)
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["num_workers", "status", "samples/s"]
+    assert "2.50x" in lines[3] and "1.00x" in lines[2]
+    assert "FAILED" in lines[4]
+    assert "2: FAILED: RuntimeError: boom" in text
+    assert "n/m: CUDA not available" in text
+    assert "Recommendation: num_workers=2" in text
+
+
+def test_report_writes_table_and_plot(tmp_path):
+    items = [(Path(str(i)), r) for i, r in enumerate(
+        [result(w, 1000 + 500 * w, pin=p) for w in (0, 1, 2) for p in (True, False)])]
+    text, plot = write_report(items, tmp_path, "test sweep")
+    assert (tmp_path / "report.txt").read_text().startswith(text.splitlines()[0])
+    assert plot == tmp_path / "throughput.png"
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
