@@ -29,6 +29,7 @@ def main(cfg: DictConfig) -> None:
         total=sweep.STATE.total if multirun else None,
         overrides=list(hydra_cfg.overrides.task),
         parent_run_id=sweep.STATE.parent_run_id if multirun else None,
+        name_keys=sweep.STATE.swept_keys if multirun else (),
     )
     try:
         result = run(cfg, job)

@@ -34,6 +34,7 @@ class JobContext:
     total: Optional[int] = None  # jobs in the sweep, when known
     overrides: list[str] = field(default_factory=list)
     parent_run_id: Optional[str] = None
+    name_keys: tuple[str, ...] = ()  # the sweep's axes: a run is named by its values of these
 
     @property
     def label(self) -> str:
@@ -43,7 +44,8 @@ class JobContext:
 
     @property
     def run_name(self) -> str:
-        return " ".join(self.overrides) or "defaults"
+        named = [o for o in self.overrides if o.split("=", 1)[0] in self.name_keys] if self.name_keys else self.overrides
+        return " ".join(named) or "defaults"
 
 
 def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:

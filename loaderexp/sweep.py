@@ -25,6 +25,7 @@ log = logging.getLogger("loaderexp")
 @dataclass
 class SweepState:
     total: Optional[int] = None
+    swept_keys: tuple[str, ...] = ()  # the grid's axes: they name each job's run
     parent_run_id: Optional[str] = None
     tracker: Any = None
     sweep_dir: Optional[Path] = None
@@ -41,26 +42,44 @@ def sweep_overrides(config: DictConfig) -> list[str]:
     return [f"{key}={value}" for key, value in params.items()] + list(config.hydra.overrides.task)
 
 
-def count_jobs(config: DictConfig) -> int:
+def grid(config: DictConfig) -> tuple[int, tuple[str, ...]]:
+    """The number of jobs, counted as BasicSweeper will, and the keys that are swept."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     parsed = OverridesParser.create().parse_overrides(sweep_overrides(config))
     batches = BasicSweeper.split_arguments(parsed, None)
-    return sum(len(batch) for batch in batches)
+    swept = tuple(dict.fromkeys(o.get_key_element() for o in parsed if o.is_sweep_override()))
+    return sum(len(batch) for batch in batches), swept
 
 
 class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # Hydra turns a callback's exception into a warning and runs the jobs anyway; a sweep
+        # that cannot be set up must not start, so failures leave as SystemExit, which passes.
+        try:
+            self._start(config)
+        except SystemExit:
+            raise
+        except Exception as error:
+            print(f"loaderexp: error: the sweep could not start: {type(error).__name__}: {error}", file=sys.stderr)
+            raise SystemExit(2) from error
+
+    def _start(self, config: DictConfig) -> None:
         global STATE
-        STATE = SweepState(total=count_jobs(config), sweep_dir=Path(config.hydra.sweep.dir), started=time.time())
-        grid = " ".join(sweep_overrides(config))
-        log.info("sweep of %d jobs: %s", STATE.total, grid or "(defaults)")
+        total, swept = grid(config)
+        STATE = SweepState(total=total, swept_keys=swept, sweep_dir=Path(config.hydra.sweep.dir), started=time.time())
+        grid_text = " ".join(sweep_overrides(config))
+        log.info("sweep of %d jobs: %s", STATE.total, grid_text or "(defaults)")
         tracking = config.tracking
         if tracking.backend != "mlflow":
             return
-        from loaderexp.tracking import MlflowTracker, check_reachable
+        from loaderexp.tracking import MlflowTracker, TrackingUnavailable, check_reachable
 
-        check_reachable(tracking.uri)  # raises: no job starts against a store that is not there
+        try:
+            check_reachable(tracking.uri)
+        except TrackingUnavailable as error:
+            print(f"loaderexp: error: {error}; the sweep did not start", file=sys.stderr)
+            raise SystemExit(2) from error
         STATE.tracker = MlflowTracker(tracking.uri, tracking.experiment)
         from loaderexp.result import host_facts
 
@@ -70,7 +89,7 @@ class SweepCallback(Callback):
                 "loaderexp.sweep": "parent",
                 "loaderexp.sweep_dir": str(STATE.sweep_dir),
                 "loaderexp.command": " ".join(["python -m loaderexp -m", *config.hydra.overrides.task]),
-                "loaderexp.grid": grid,
+                "loaderexp.grid": grid_text,
                 "loaderexp.jobs": str(STATE.total),
             }
         )

@@ -1,0 +1,54 @@
+"""The team setup: an `mlflow server` with a database backend and an artifact store, two sweeps at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import TINY, run_cli
+from tests.mlflow_server import mlflow_server
+
+pytestmark = pytest.mark.slow
+
+
+def test_two_sweeps_log_to_one_server_at_once_and_lose_nothing(tmp_path, data_root):
+    with mlflow_server(f"sqlite:///{tmp_path / 'team.db'}", tmp_path / "artifacts", log=tmp_path / "server.log") as url:
+        sweeps = []
+        for name in ("alice", "bob"):
+            args = [sys.executable, "-m", "loaderexp", "-m", *TINY, "loader.num_workers=0,1", "bench.seed=0,1",
+                    f"tracking.uri={url}", "tracking.experiment=team", f"hydra.sweep.dir={tmp_path / name}"]
+            sweeps.append(subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           text=True))
+        for proc in sweeps:
+            out, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0, err[-3000:]
+            assert f"{url}/#/experiments/" in out  # the runs address points at the server itself
+
+        client = MlflowClient(url)
+        experiment = client.get_experiment_by_name("team")
+        runs = client.search_runs([experiment.experiment_id], max_results=1000)
+        parents = [r for r in runs if r.data.tags.get("loaderexp.sweep") == "parent"]
+        children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+        assert len(parents) == 2 and len(children) == 8
+        assert all(r.info.status == "FINISHED" for r in runs)
+        for parent in parents:
+            mine = [c for c in children if c.data.tags["mlflow.parentRunId"] == parent.info.run_id]
+            assert len(mine) == 4
+        # Artifacts went through the server to its artifact store.
+        child = children[0]
+        assert "result.json" in {a.path for a in client.list_artifacts(child.info.run_id)}
+        local = client.download_artifacts(child.info.run_id, "result.json", str(tmp_path))
+        assert json.loads(open(local).read())["status"] == "FINISHED"
+        assert any((tmp_path / "artifacts").rglob("result.json"))
+
+
+def test_unreachable_server_stops_the_sweep_before_any_job(tmp_path, data_root):
+    proc = run_cli(["-m", *TINY, "loader.num_workers=0,1", "tracking.uri=http://127.0.0.1:9",
+                    f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path, timeout=120)
+    assert proc.returncode != 0
+    assert "tracking.uri=http://127.0.0.1:9: MLflow server not reachable" in proc.stdout + proc.stderr
+    assert not list((tmp_path / "sweep").glob("*/result.json"))
