@@ -31,6 +31,14 @@ def main(cfg: DictConfig) -> None:
         parent_run_id=sweep.STATE.parent_run_id if multirun else None,
         name_keys=sweep.STATE.swept_keys if multirun else (),
     )
+    if not multirun and cfg.tracking.backend == "mlflow":
+        from loaderexp.tracking import TrackingUnavailable, check_reachable
+
+        try:  # say so before measuring, not after
+            check_reachable(cfg.tracking.uri)
+        except TrackingUnavailable as error:
+            print(f"loaderexp: error: {error}", file=sys.stderr)
+            raise SystemExit(2) from error
     try:
         result = run(cfg, job)
     except KeyboardInterrupt:

@@ -41,6 +41,12 @@ def shm_used_bytes() -> int | None:
     return usage.used
 
 
+def shm_free_bytes() -> int | None:
+    if not os.path.isdir(SHM):
+        return None
+    return shutil.disk_usage(SHM).free
+
+
 class ResourceMonitor:
     """Samples the tree every ``interval_s`` on a daemon thread between ``start`` and ``stop``."""
 

@@ -24,7 +24,8 @@ class RunResult:
     error: Optional[str] = None
     host: dict[str, Any] = field(default_factory=dict)
     config_hash: str = ""
-    run_id: Optional[str] = None  # MLflow run id once logged
+    run_id: Optional[str] = None  # MLflow run id once created
+    logged: bool = False  # everything reached MLflow (else `python -m loaderexp.sync` imports it)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True, default=str)

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from loaderexp.faults import explain
 from loaderexp.config import apply_python_path, config_dir, config_hash, flatten, resolve_auto_transform, to_plain
 from loaderexp.progress import JobProgress
 from loaderexp.result import RESULT_FILE, RunResult, host_facts
@@ -71,10 +72,7 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
                 reused = True
                 result = RunResult.read(done)
                 return result
-        tracker = _tracker(plain["tracking"])
-        if tracker is not None:
-            run_id = tracker.start_run(job.run_name, _tags(result, job), job.parent_run_id)
-            result.run_id = run_id
+        tracker, run_id = _open_run(plain["tracking"], result, job)
         apply_python_path(plain)
         result.warnings = validate(plain, host["cuda_available"], host["cpus_usable"])
         for warning in result.warnings:
@@ -82,9 +80,14 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         log.info("%s: %s", job.label, job.run_name)
         progress = JobProgress(job.label)
         try:
-            from loaderexp.job import measure_job
+            if plain["bench"]["isolate"]:
+                from loaderexp.isolation import measure_in_child
 
-            measurement = measure_job(plain, on_batch=progress)
+                measurement = measure_in_child(plain, plain["bench"]["job_timeout_s"], on_batch=progress)
+            else:
+                from loaderexp.job import measure_job
+
+                measurement = measure_job(plain, on_batch=progress)
         finally:
             progress.close()
         result.metrics = measurement.metrics
@@ -101,8 +104,13 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         result.error = str(error)
     except Exception as error:  # a job's failure is its own: record it, let the sweep go on
         result.status = "FAILED"
-        result.error = f"{type(error).__name__}: {error}"
-        result.info["traceback"] = traceback.format_exc(limit=20)
+        kind = getattr(error, "kind", type(error).__name__)  # a child's error keeps its own class name
+        result.error = f"{kind}: {error}"
+        result.info["traceback"] = getattr(error, "details", "") or traceback.format_exc(limit=20)
+        known = explain(f"{result.error}\n{result.info['traceback']}")
+        if known is not None:
+            result.info["fault"], result.info["remedy"] = known
+            result.error += f"\nlikely cause: {known[0]}; {known[1]}"
     finally:
         if not reused:
             _record(result, job, tracker, run_id)
@@ -121,13 +129,21 @@ def already_measured(sweep_dir: Path, wanted_hash: str) -> Optional[Path]:
     return None
 
 
-def _tracker(tracking: dict[str, Any]):
+def _open_run(tracking: dict[str, Any], result: RunResult, job: JobContext) -> tuple[Any, Optional[str]]:
+    """The job's MLflow run, or (None, None) when the store fails: the measurement goes on locally."""
     if tracking["backend"] == "none":
-        return None
-    from loaderexp.tracking import MlflowTracker, check_reachable
+        return None, None
+    from loaderexp.tracking import MlflowTracker
 
-    check_reachable(tracking["uri"])
-    return MlflowTracker(tracking["uri"], tracking["experiment"])
+    try:
+        tracker = MlflowTracker(tracking["uri"], tracking["experiment"])
+        run_id = tracker.start_run(job.run_name, _tags(result, job), job.parent_run_id)
+    except Exception as error:
+        log.error("%s: MLflow store %s unavailable (%s); measuring anyway, result.json keeps the result",
+                  job.label, tracking["uri"], str(error).splitlines()[0] if str(error) else type(error).__name__)
+        return None, None
+    result.run_id = run_id
+    return tracker, run_id
 
 
 def _tags(result: RunResult, job: JobContext) -> dict[str, Any]:
@@ -155,17 +171,13 @@ def _record(result: RunResult, job: JobContext, tracker: Any, run_id: Optional[s
         log.error("%s failed: %s", job.label, result.error)
     if tracker is None or run_id is None:
         return
-    try:
-        tags: dict[str, Any] = {f"info.{k}": v for k, v in result.info.items() if k != "traceback"}
-        tags["loaderexp.warnings"] = " | ".join(result.warnings)
-        if result.error:
-            tags["error"] = result.error
-            tags["mlflow.note.content"] = f"**{result.status}**: {result.error}"
-        tracker.log(run_id, params=result.params, metrics=result.metrics, tags=tags)
-        for artifact in (path, job.output_dir / RESOLVED_CONFIG, job.output_dir / "batches.csv"):
-            if artifact.is_file():
-                tracker.log_file(run_id, artifact)
-        tracker.end_run(run_id, result.status)
-    except Exception as error:  # the store went away: result.json still holds everything
-        log.error("%s: could not log to MLflow (%s); the result is in %s", job.label, error, path)
+    from loaderexp.tracking import log_result
 
+    try:
+        log_result(tracker, run_id, result, job.output_dir)
+    except Exception as error:  # the store went away: result.json still holds everything
+        log.error("%s: could not log to MLflow (%s); the result is in %s, `python -m loaderexp.sync %s` "
+                  "imports it later", job.label, error, path, job.output_dir.parent)
+        return
+    result.logged = True
+    result.write(job.output_dir)

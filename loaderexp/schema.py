@@ -79,6 +79,8 @@ class BenchConfig:
     seed: int = 0
     resource_interval_s: float = 0.25  # CPU/memory sampling period
     max_run_seconds: float = 900.0  # wall-clock limit of one measured repeat
+    job_timeout_s: float = 3600.0  # a whole job, set-up included; past it the job's process is killed
+    isolate: bool = True  # measure in a killable child process (false: in this process, for debugging)
 
 
 @dataclass

@@ -145,3 +145,17 @@ def _is_number(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return number == number  # NaN is not logged: MLflow's UI charts it as a gap anyway
+
+
+def log_result(tracker: MlflowTracker, run_id: str, result: Any, folder: Path) -> None:
+    """A finished job's params, metrics, tags and files, then its final status."""
+    tags: dict[str, Any] = {f"info.{k}": v for k, v in result.info.items() if k != "traceback"}
+    tags["loaderexp.warnings"] = " | ".join(result.warnings)
+    if result.error:
+        tags["error"] = result.error
+        tags["mlflow.note.content"] = f"**{result.status}**: {result.error}"
+    tracker.log(run_id, params=result.params, metrics=result.metrics, tags=tags)
+    for name in ("result.json", "resolved_config.yaml", "batches.csv"):
+        if (folder / name).is_file():
+            tracker.log_file(run_id, folder / name)
+    tracker.end_run(run_id, result.status)

@@ -76,7 +76,7 @@ def _check_bench(bench: Mapping[str, Any], problems: list[str]) -> None:
             problems.append(f"bench.{key}={bench[key]}: must be >= 1")
     if bench["warmup_batches"] < 0:
         problems.append(f"bench.warmup_batches={bench['warmup_batches']}: must be >= 0")
-    for key in ("seconds", "max_run_seconds", "resource_interval_s"):
+    for key in ("seconds", "max_run_seconds", "job_timeout_s", "resource_interval_s"):
         if bench[key] <= 0:
             problems.append(f"bench.{key}={bench[key]}: must be > 0")
 
