@@ -39,6 +39,10 @@ def _mp_context():
 
 
 def _child(cfg: Mapping[str, Any], conn) -> None:
+    # A forkserver child inherits "forkserver" as its default start method, which would make the
+    # DataLoader's workers children of the server, not of this process: their deaths (SIGCHLD)
+    # would go unseen. Back to the platform default, as in a plain `python -m loaderexp`.
+    multiprocessing.set_start_method(None, force=True)
     try:
         from loaderexp.config import apply_python_path
         from loaderexp.job import measure_job

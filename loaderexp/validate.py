@@ -60,7 +60,7 @@ def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list
     if loader["prefetch_factor"] is not None and loader["prefetch_factor"] < 1:
         problems.append(f"loader.prefetch_factor={loader['prefetch_factor']}: must be null or an integer >= 1")
     if loader["timeout"] < 0:
-        problems.append(f"loader.timeout={loader['timeout']}: must be >= 0 seconds (0 waits forever)")
+        problems.append(f"loader.timeout={_show(loader['timeout'])}: must be >= 0 seconds (0 waits forever)")
     if workers > cpus:
         warnings.append(
             f"loader.num_workers={workers} exceeds the {cpus} CPUs this process may use: workers compete for cores"
@@ -141,4 +141,6 @@ def _check_target(group: str, node: Mapping[str, Any], problems: list[str]) -> N
 def _show(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"  # 5, not 5.0: as the user wrote it
     return "null" if value is None else str(value)

@@ -1,0 +1,60 @@
+"""Deliberately broken datasets for the fault-injection tests (importable by workers)."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import signal
+
+from torch.utils.data import get_worker_info
+
+from loaderexp.data.synthetic import SyntheticImages
+
+BROKEN_INDEX = 5
+
+
+class _Broken(SyntheticImages):
+    def __getitem__(self, index):
+        if index == BROKEN_INDEX:
+            self.fail()
+        return super().__getitem__(index)
+
+    def fail(self) -> None:
+        raise NotImplementedError
+
+
+class Raising(_Broken):
+    def fail(self):
+        raise ValueError(f"broken sample {BROKEN_INDEX} (worker {getattr(get_worker_info(), 'id', None)})")
+
+
+class BusError(_Broken):
+    """What a worker sees when /dev/shm is full: SIGBUS."""
+
+    def fail(self):
+        os.kill(os.getpid(), signal.SIGBUS)
+
+
+class OomKilled(_Broken):
+    """What the OOM killer does: SIGKILL."""
+
+    def fail(self):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Segfault(_Broken):
+    def fail(self):
+        ctypes.string_at(0)
+
+
+class HangsInC(_Broken):
+    """Blocks in C code (libc sleep): no Python-level timeout can interrupt it."""
+
+    def fail(self):
+        ctypes.CDLL(None).sleep(3600)
+
+
+class TooManyFiles(_Broken):
+    def fail(self):
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
