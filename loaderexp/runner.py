@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import psutil
 from omegaconf import DictConfig, OmegaConf
 
 from loaderexp.faults import explain
@@ -113,6 +114,8 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
             result.error += f"\nlikely cause: {known[0]}; {known[1]}"
     finally:
         if not reused:
+            # The runner's own memory after each job: it must stay flat across a long sweep.
+            result.info["runner_rss_mb"] = round(psutil.Process().memory_info().rss / 2**20, 1)
             _record(result, job, tracker, run_id)
     return result
 
@@ -139,8 +142,9 @@ def _open_run(tracking: dict[str, Any], result: RunResult, job: JobContext) -> t
         tracker = MlflowTracker(tracking["uri"], tracking["experiment"])
         run_id = tracker.start_run(job.run_name, _tags(result, job), job.parent_run_id)
     except Exception as error:
-        log.error("%s: MLflow store %s unavailable (%s); measuring anyway, result.json keeps the result",
-                  job.label, tracking["uri"], str(error).splitlines()[0] if str(error) else type(error).__name__)
+        log.error("%s: MLflow store %s unavailable (%s); measuring anyway: result.json keeps the result and "
+                  "`python -m loaderexp.sync %s` imports it later", job.label, tracking["uri"],
+                  str(error).splitlines()[0] if str(error) else type(error).__name__, job.output_dir.parent)
         return None, None
     result.run_id = run_id
     return tracker, run_id

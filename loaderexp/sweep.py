@@ -127,6 +127,10 @@ def finish_sweep(status: str) -> None:
                  f"MLflow charts:     {STATE.tracker.runs_url(chart=True)}")
         if not STATE.tracker.uri.startswith("http"):
             links += f"\n(start the UI with `mlflow ui --backend-store-uri {STATE.tracker.uri}`)"
+    unlogged = [r for _, r in items if STATE.tracker is not None and not r.logged]
+    if unlogged:
+        links += (f"\n{len(unlogged)} result(s) did not reach MLflow; import them with: "
+                  f"python -m loaderexp.sync {STATE.sweep_dir}")
     summary = "\n".join(part for part in (text, footer, links) if part)
     print(f"\n{summary}", file=sys.stdout, flush=True)
     (STATE.sweep_dir / "summary.txt").write_text(summary + "\n")

@@ -32,12 +32,24 @@ def sync(sweep_dir: Path, uri: Optional[str] = None, experiment: Optional[str] =
         tags = {f"host.{k}": v for k, v in result.host.items()}
         tags.update({"loaderexp.config_hash": result.config_hash, "loaderexp.output_dir": str(folder),
                      "loaderexp.imported": "true"})
-        name = " ".join(f"{k}={v}" for k, v in result.params.items() if k == "loader.num_workers") or folder.name
-        result.run_id = tracker.start_run(name, tags, parent_id)
+        if not _exists(tracker, result.run_id):
+            # The run was never created (or lives in another store): make it now.
+            name = f"loader.num_workers={result.params.get('loader.num_workers')} ({folder.name})"
+            result.run_id = tracker.start_run(name, tags, parent_id)
         log_result(tracker, result.run_id, result, folder)
         result.logged = True
         result.write(folder)
     return len(pending)
+
+
+def _exists(tracker: MlflowTracker, run_id: Optional[str]) -> bool:
+    if not run_id:
+        return False
+    try:
+        tracker.client.get_run(run_id)
+    except Exception:
+        return False
+    return True
 
 
 def _parent(tracker: MlflowTracker, sweep_dir: Path) -> str:
@@ -45,12 +57,11 @@ def _parent(tracker: MlflowTracker, sweep_dir: Path) -> str:
     record = sweep_dir / "sweep.json"
     if record.is_file():
         saved = json.loads(record.read_text())
-        if saved.get("uri") == tracker.uri:
-            try:
-                tracker.client.get_run(saved["parent_run_id"])
-                return saved["parent_run_id"]
-            except Exception:
-                pass  # the store was replaced: the old parent is not there
+        # Run ids are unique: found here, it is the same store, whatever address it is served at now.
+        if _exists(tracker, saved.get("parent_run_id")):
+            if tracker.client.get_run(saved["parent_run_id"]).info.status == "RUNNING":
+                tracker.end_run(saved["parent_run_id"], "FINISHED")  # the sweep could not close it itself
+            return saved["parent_run_id"]
     parent = tracker.start_run(f"imported {sweep_dir}", {"loaderexp.sweep": "parent", "loaderexp.sweep_dir": str(sweep_dir)})
     tracker.end_run(parent, "FINISHED")
     return parent

@@ -52,3 +52,43 @@ def test_unreachable_server_stops_the_sweep_before_any_job(tmp_path, data_root):
     assert proc.returncode != 0
     assert "tracking.uri=http://127.0.0.1:9: MLflow server not reachable" in proc.stdout + proc.stderr
     assert not list((tmp_path / "sweep").glob("*/result.json"))
+
+
+def test_store_lost_mid_sweep_keeps_results_and_sync_imports_them(tmp_path, data_root):
+    """The server goes away after the first job: the sweep finishes locally, one command imports the rest."""
+    import os
+    import time
+
+    backend = f"sqlite:///{tmp_path / 'team.db'}"
+    sweep = tmp_path / "sweep"
+    # Fail fast instead of MLflow's default minutes of retries against a server that is gone.
+    env = {**os.environ, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
+    with mlflow_server(backend, tmp_path / "artifacts") as url:
+        args = [sys.executable, "-m", "loaderexp", "-m", *TINY, "bench.budget=seconds", "bench.seconds=1.0",
+                "bench.seed=0,1,2", f"tracking.uri={url}", "tracking.experiment=lost", f"hydra.sweep.dir={sweep}"]
+        proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        while not (sweep / "0" / "result.json").exists():
+            assert proc.poll() is None
+            time.sleep(0.1)
+    out, err = proc.communicate(timeout=600)  # the server is gone from here on
+    assert proc.returncode == 0, err[-3000:]
+    results = [json.loads(p.read_text()) for p in sorted(sweep.glob("*/result.json"))]
+    assert [r["status"] for r in results] == ["FINISHED"] * 3  # every measurement kept
+    assert not all(r["logged"] for r in results)
+    assert "python -m loaderexp.sync" in out + err
+
+    with mlflow_server(backend, tmp_path / "artifacts") as url:  # back, on the same database
+        synced = subprocess.run([sys.executable, "-m", "loaderexp.sync", str(sweep), "--uri", url],
+                                capture_output=True, text=True, timeout=300, env=env)
+        assert synced.returncode == 0, synced.stderr[-2000:]
+        assert "imported" in synced.stdout
+        client = MlflowClient(url)
+        runs = client.search_runs([client.get_experiment_by_name("lost").experiment_id])
+        parent = [r for r in runs if r.data.tags.get("loaderexp.sweep") == "parent"]
+        children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent[0].info.run_id]
+        assert len(parent) == 1 and parent[0].info.status == "FINISHED"
+        assert sorted(c.data.params["bench.seed"] for c in children if c.info.status == "FINISHED") == ["0", "1", "2"]
+        again = subprocess.run([sys.executable, "-m", "loaderexp.sync", str(sweep), "--uri", url],
+                               capture_output=True, text=True, timeout=300, env=env)
+        assert "nothing to import" in again.stdout
+    assert all(json.loads(p.read_text())["logged"] for p in sweep.glob("*/result.json"))

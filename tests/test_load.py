@@ -1,0 +1,63 @@
+"""Load: 200 short jobs in one sweep, every one recorded, nothing leaked, the runner's memory flat."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+
+import psutil
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+JOBS = 200
+
+
+def shm_files() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def worker_processes() -> set[int]:
+    """Live DataLoader workers and measuring children on this machine."""
+    found = set()
+    for process in psutil.process_iter(["cmdline", "name"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if "loaderexp-measure" in cmdline or ("multiprocessing" in cmdline and "loaderexp" in cmdline):
+            found.add(process.pid)
+    return found
+
+
+def test_200_jobs_are_all_recorded_without_leaks(tmp_path, data_root):
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    sweep = tmp_path / "sweep"
+    shm_before, workers_before = shm_files(), worker_processes()
+    proc = run_cli(["-m", "dataset=synthetic", "dataset.num_samples=128", "loader.batch_size=16", "bench=quick",
+                    "bench.warmup_batches=1", "bench.batches=4", "bench.resource_interval_s=0.05",
+                    "loader.num_workers=0,1", f"bench.seed=range(0,{JOBS // 2})", f"tracking.uri={store}",
+                    "tracking.experiment=load", f"hydra.sweep.dir={sweep}"], cwd=tmp_path, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{JOBS} of {JOBS} jobs recorded" in proc.stdout
+
+    results = [json.loads(p.read_text()) for p in sweep.glob("*/result.json")]
+    assert len(results) == JOBS
+    assert all(r["status"] == "FINISHED" and r["logged"] for r in results)
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name("load")
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    assert len([r for r in runs if r.data.tags.get("mlflow.parentRunId")]) == JOBS
+    assert len([r for r in runs if r.info.status == "FINISHED"]) == JOBS + 1  # and the sweep's parent
+
+    time.sleep(1)  # workers of the last job get a moment to go
+    assert worker_processes() - workers_before == set()
+    leaked = {f for f in shm_files() - shm_before if f.startswith(("torch_", "psm_"))}
+    assert not leaked
+
+    by_job = sorted(results, key=lambda r: int(r["params"]["bench.seed"]) * 2 + r["params"]["loader.num_workers"])
+    rss = [r["info"]["runner_rss_mb"] for r in by_job]
+    early, late = statistics.median(rss[20:40]), statistics.median(rss[-20:])
+    assert late - early < 50, f"runner memory grew from {early} MB to {late} MB over {JOBS} jobs"
