@@ -42,46 +42,74 @@ def plain_config(overrides: list[str]) -> dict:
     return resolve_auto_transform(to_plain(compose(overrides)))
 
 
-def bare_loop(loader, warmup: int, batches: int) -> float:
-    """samples/s of ``for batch in loader`` after ``warmup`` batches: nothing but the loop."""
-    seen = samples = 0
-    start = 0.0
+class Clocks:
+    """Wall and CPU time at the first and the last measured batch: rates over the same window."""
+
+    def __init__(self, batches: int):
+        self.batches = batches
+        self.start = self.end = (0.0, 0.0)
+
+    def __call__(self, done: int, total=None) -> None:
+        if done == 1:
+            self.start = (time.perf_counter(), time.process_time())
+        if done == self.batches:
+            self.end = (time.perf_counter(), time.process_time())
+
+    def rates(self, batch_size: int) -> tuple[float, float]:
+        samples = (self.batches - 1) * batch_size
+        return samples / (self.end[0] - self.start[0]), samples / (self.end[1] - self.start[1])
+
+
+def bare_loop(loader, warmup: int, batches: int) -> Clocks:
+    """``for batch in loader`` after ``warmup`` batches: nothing but the loop and the two clocks."""
+    clocks, seen = Clocks(batches), 0
     while True:
         for batch in loader:
-            if seen == warmup:
-                start = time.perf_counter()
-            if seen >= warmup:
-                samples += len(batch[0])
             seen += 1
+            if seen > warmup:
+                clocks(seen - warmup)
             if seen == warmup + batches:
-                return samples / (time.perf_counter() - start)
+                return clocks
 
 
-def harness_cost(rounds: int, batches: int, workers: int) -> tuple[float, float, float, float]:
-    """Median bare and harness throughput, and the median and IQR of the per-round ratio."""
-    cfg = plain_config(["dataset=synthetic", "tracking=none", f"loader.num_workers={workers}", "loader.batch_size=64",
-                        "bench.warmup_batches=10", f"bench.batches={batches}", "bench.repeats=1"])
+def harness_cost(rounds: int, batches: int, workers: int) -> dict[str, float]:
+    """Paired, interleaved rounds of a bare loop and loaderexp's measurement on one dataset.
+
+    Wall-clock rates are what a user sees but move with everything else on the machine; with
+    num_workers=0 all work is in this process, so its CPU time per sample is a steadier measure.
+    """
+    batch_size = 64
+    cfg = plain_config(["dataset=synthetic", "tracking=none", f"loader.num_workers={workers}",
+                        f"loader.batch_size={batch_size}", "bench.warmup_batches=10", f"bench.batches={batches}",
+                        "bench.repeats=1"])
     dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
 
-    def bare() -> float:
+    def bare() -> tuple[float, float]:
         loader = build_loader(dataset, build_sampler(cfg["sampler"], dataset), cfg["loader"])
-        return bare_loop(loader, 10, batches)
+        return bare_loop(loader, 10, batches).rates(batch_size)
 
-    def harness() -> float:
-        return measure_job(cfg, dataset=dataset).metrics["throughput_samples_per_s"]
+    def harness() -> tuple[float, float]:
+        clocks = Clocks(batches)
+        measure_job(cfg, on_batch=clocks, dataset=dataset)
+        return clocks.rates(batch_size)
 
-    bares, harnesses, ratios = [], [], []
+    wall, cpu = [], []
     for i in range(rounds):
         # Paired and interleaved, alternating which goes first: drift on the machine hits both alike.
         if i % 2:
-            h, b = harness(), bare()
+            h = harness()
+            b = bare()
         else:
-            b, h = bare(), harness()
-        bares.append(b)
-        harnesses.append(h)
-        ratios.append(h / b)
-    q1, q3 = statistics.quantiles(ratios, n=4)[0], statistics.quantiles(ratios, n=4)[2]
-    return statistics.median(bares), statistics.median(harnesses), statistics.median(ratios), q3 - q1
+            b = bare()
+            h = harness()
+        wall.append(h[0] / b[0])
+        cpu.append(h[1] / b[1])
+
+    def iqr(values):
+        q = statistics.quantiles(values, n=4)
+        return q[2] - q[0]
+
+    return {"wall": statistics.median(wall), "wall_iqr": iqr(wall), "cpu": statistics.median(cpu), "cpu_iqr": iqr(cpu)}
 
 
 def sweep_wall(jobs: int, store: str, folder: Path) -> tuple[float, list[RunResult]]:
@@ -142,13 +170,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer rounds and batches (a smoke test)")
     args = parser.parse_args()
     os.environ.setdefault("LOADEREXP_DATA_ROOT", str(REPO / "data"))
-    rounds, batches, jobs = (3, 50, 3) if args.quick else (9, 250, 9)
+    rounds, batches, jobs = (3, 50, 3) if args.quick else (15, 250, 9)
     print(f"host: {os.cpu_count()} CPUs; torch threads {__import__('torch').get_num_threads()}")
     print("\n1. harness cost on the synthetic dataset (target < 2%), interleaved rounds:", rounds)
     for workers in (0, 2):
-        bare, harness, ratio, iqr = harness_cost(rounds, batches, workers)
-        print(f"   num_workers={workers}: bare loop {bare:,.0f} samples/s, loaderexp {harness:,.0f} samples/s; "
-              f"paired ratio loaderexp/bare {ratio:.3f} (IQR {iqr:.3f}) -> harness costs {100 * (1 - ratio):+.1f}%")
+        r = harness_cost(rounds, batches, workers)
+        line = (f"   num_workers={workers}: throughput ratio loaderexp/bare, wall clock {r['wall']:.3f} (IQR {r['wall_iqr']:.3f})"
+                f" -> harness costs {100 * (1 - r['wall']):+.1f}%")
+        if workers == 0:  # all work in this process: CPU time per sample is the steadier figure
+            line += f"; CPU time {r['cpu']:.3f} (IQR {r['cpu_iqr']:.3f}) -> {100 * (1 - r['cpu']):+.1f}%"
+        print(line)
     marginal, overhead = per_job_overhead(jobs)
     print(f"\n2. per-job overhead in a real multirun (target < 1 s): one more job costs {marginal:.2f} s of wall time,"
           f" of which {overhead:.2f} s is not loading (compose, folders, MLflow logging, set-up)")

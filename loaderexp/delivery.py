@@ -213,15 +213,16 @@ class DeliveryTracker:
         self._ids = []
         self._count = 0
 
-    def take(self, batch: Any) -> Any:
-        """The batch as the user's dataset made it (indices removed); counts its samples."""
+    def take(self, batch: Any) -> tuple[Any, int]:
+        """The batch as the user's dataset made it (indices removed), and its number of samples."""
         if self.indexed:
             ids, payload = batch
             self._ids.append(ids.values)
-            self._count += len(ids.values)
-            return payload
-        self._count += batch_size_and_bytes(batch)[0]
-        return batch
+            count = len(ids.values)
+        else:
+            payload, count = batch, batch_size_and_bytes(batch)[0]
+        self._count += count
+        return payload, count
 
     def end_epoch(self, complete: bool) -> EpochDelivery:
         if self.indexed:

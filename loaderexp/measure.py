@@ -71,6 +71,7 @@ def run_repeat(
     seen = 0  # batches including warm-up
     window_start: Optional[float] = None
     epochs_done = 0
+    sample_bytes = 0.0
     repeat_start = clock()
     finished = False
     while not finished:
@@ -90,7 +91,7 @@ def run_repeat(
             if first_of_epoch:
                 timing.startup_s.append(arrived - epoch_start)
                 first_of_epoch = False
-            payload = delivery.take(batch)
+            payload, samples = delivery.take(batch)
             measured = seen >= budget.warmup_batches
             if process is not None:
                 process(payload, measured)
@@ -102,9 +103,11 @@ def run_repeat(
                     timing.warmup_s = requested - repeat_start
                 timing.wait_s.append(arrived - requested)
                 timing.busy_s.append(done - arrived)
-                samples, size = batch_size_and_bytes(payload)
+                if not sample_bytes:
+                    # Collated batches stack equal-shaped samples: bytes per sample are measured once.
+                    sample_bytes = batch_size_and_bytes(payload)[1] / max(samples, 1)
                 timing.samples += samples
-                timing.bytes += size
+                timing.bytes += round(samples * sample_bytes)
                 timing.window_s = done - window_start
                 if on_batch is not None:
                     on_batch(timing.batches)

@@ -32,6 +32,9 @@ def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Pat
         ys = [r.metrics["throughput_samples_per_s"] for r in runs]
         spread = [r.metrics.get("throughput_iqr_rel", 0.0) * y / 2 for r, y in zip(runs, ys)]
         ax.errorbar(xs, ys, yerr=spread, marker="o", capsize=3, label=label)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # worker counts are whole numbers
     ax.set_xlabel("num_workers")
     ax.set_ylabel("samples / s (median of repeats, bars: IQR)")
     ax.set_title(title or "DataLoader throughput")

@@ -5,7 +5,7 @@ tree's memory is reported as PSS (shared pages split between the processes that 
 USS (pages only that process holds).  /dev/shm is where workers hand batches to the parent.
 
 Reading a process's memory map is not free (~15 ms for a process with torch's CUDA libraries
-mapped), so the monitor keeps its own duty cycle under 2% of one core: CPU is sampled every
+mapped), so the monitor keeps its own duty cycle under 1% of one core: CPU is sampled every
 interval, memory only as often as that budget allows, and once more at the end.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import psutil
 
 SHM = "/dev/shm"
-MEMORY_DUTY_CYCLE = 0.02  # at most this share of one core spent reading memory maps
+MEMORY_DUTY_CYCLE = 0.01  # at most this share of one core spent reading memory maps
 
 
 @dataclass

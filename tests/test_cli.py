@@ -67,4 +67,12 @@ def test_multirun_groups_jobs_under_a_parent_run_and_survives_a_failing_job(tmp_
         assert child.data.metrics["delivery_ok"] == 1.0
         assert child.data.params["dataset.name"] == "synthetic"
     assert all(c.data.tags.get("error") for c in children if c.info.status == "FAILED")
-    assert "summary.txt" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"summary.txt", "throughput.png"} <= {a.path for a in client.list_artifacts(parent.info.run_id)}
+
+    # The report reads the same sweep back from MLflow by its parent run id.
+    from loaderexp.report import main as report_main
+
+    report_main([parent.info.run_id, "--uri", store, "--out", str(tmp_path / "report")])
+    report = (tmp_path / "report" / "report.txt").read_text()
+    assert report.count("FINISHED") == 2 and report.count("FAILED") >= 2
+    assert (tmp_path / "report" / "throughput.png").is_file()

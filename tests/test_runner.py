@@ -69,3 +69,26 @@ def test_pin_memory_without_accelerator_runs_and_records_the_warning(compose_cfg
     assert result.status == "FINISHED"
     assert any("pin_memory=true" in w for w in result.warnings)
     assert result.metrics["pinned_fraction"] == 0.0
+
+
+@pytest.mark.parametrize("step,bound", [("step.ms=50", "compute-bound"), ("step.ms=0", "loader-bound")])
+def test_a_training_step_gives_stall_fraction_and_bound(compose_cfg, tmp_path, step, bound):
+    cfg = compose_cfg([*TINY, "tracking=none", "step=sleep", step])
+    result = run(cfg, JobContext(output_dir=tmp_path / "job"))
+    assert result.status == "FINISHED", result.error
+    assert result.info["bound"] == bound
+    stall = result.metrics["stall_fraction"]
+    assert (stall < 0.1) if bound == "compute-bound" else (stall > 0.5)
+    if bound == "compute-bound":
+        assert result.metrics["step_ms_mean"] >= 50
+
+
+def test_repeats_give_a_spread_and_later_epochs_their_own_start_up(compose_cfg, tmp_path):
+    cfg = compose_cfg([*TINY, "tracking=none", "bench.repeats=3", "loader.num_workers=1",
+                       "loader.persistent_workers=true"])
+    result = run(cfg, JobContext(output_dir=tmp_path / "job"))
+    metrics = result.metrics
+    assert metrics["repeats"] == 3 and metrics["measured_batches"] == 30
+    assert metrics["throughput_iqr_rel"] >= 0 and metrics["noisy"] in (0.0, 1.0)
+    assert metrics["time_to_first_batch_later_epochs_s"] > 0
+    assert metrics["throughput_first_repeat_samples_per_s"] > 0
