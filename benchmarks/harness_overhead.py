@@ -143,7 +143,9 @@ def per_job_overhead(jobs: int) -> tuple[float, float]:
 
 def budget_vs_epochs(workers: list[int]) -> None:
     rows = {}
-    for mode, overrides in (("budget", ["bench=default"]), ("epochs", ["bench=epochs"])):
+    # The budget: 5 warm-up batches, then 3 repeats of 40 batches (about a third of an epoch in all).
+    budget = ["bench=default", "bench.warmup_batches=5", "bench.batches=40", "bench.repeats=3"]
+    for mode, overrides in (("budget", budget), ("epochs", ["bench=epochs"])):
         results, start = [], time.perf_counter()
         for n in workers:
             cfg = plain_config(["tracking=none", f"loader.num_workers={n}", *overrides])

@@ -23,6 +23,7 @@ SHM = "/dev/shm"
 MEMORY_DUTY_CYCLE = 0.01  # at most this share of one core spent reading memory maps
 
 
+
 @dataclass
 class ResourceStats:
     samples: int
@@ -45,6 +46,25 @@ def shm_free_bytes() -> int | None:
     if not os.path.isdir(SHM):
         return None
     return shutil.disk_usage(SHM).free
+
+
+def descendants(pid: int) -> list[int]:
+    """Child pids, recursively, from /proc/<pid>/task/*/children (a few reads, not a scan of
+    every process on the machine as psutil's children() does, holding the GIL meanwhile)."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        children = []
+        for task in tasks:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                children += [int(c) for c in f.read().split()]
+    except FileNotFoundError:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)] if psutil.pid_exists(pid) else []
+    except (ProcessLookupError, PermissionError, OSError):
+        return []
+    for child in children:
+        found += [child, *descendants(child)]
+    return found
 
 
 class ResourceMonitor:
@@ -101,7 +121,7 @@ class ResourceMonitor:
 
     def _tree(self) -> list[psutil.Process]:
         try:
-            current = [self.root, *self.root.children(recursive=True)]
+            current = [self.root, *(psutil.Process(pid) for pid in descendants(self.root.pid))]
         except psutil.NoSuchProcess:
             return []
         # cpu_percent() measures since the previous call on the same object: keep them.

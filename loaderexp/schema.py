@@ -77,7 +77,7 @@ class BenchConfig:
     repeats: int = 3  # median and IQR across repeats; IQR/median > noise_threshold flags the run
     noise_threshold: float = 0.10
     seed: int = 0
-    resource_interval_s: float = 0.25  # CPU/memory sampling period
+    resource_interval_s: float = 0.5  # CPU/memory sampling period
     max_run_seconds: float = 900.0  # wall-clock limit of one measured repeat
     job_timeout_s: float = 3600.0  # a whole job, set-up included; past it the job's process is killed
     isolate: bool = True  # measure in a killable child process (false: in this process, for debugging)
