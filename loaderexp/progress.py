@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import Optional
-
-log = logging.getLogger("loaderexp")
 
 
 def interactive() -> bool:

@@ -151,9 +151,9 @@ def _open_run(tracking: dict[str, Any], result: RunResult, job: JobContext) -> t
 
 
 def _tags(result: RunResult, job: JobContext) -> dict[str, Any]:
-    from loaderexp.tracking import git_commit
+    from loaderexp.tracking import git_commit, host_tags
 
-    tags = {f"host.{k}": v for k, v in result.host.items()}
+    tags = host_tags(result.host)
     tags["loaderexp.config_hash"] = result.config_hash
     tags["loaderexp.output_dir"] = str(job.output_dir)
     tags["loaderexp.overrides"] = " ".join(job.overrides)

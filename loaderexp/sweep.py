@@ -82,8 +82,9 @@ class SweepCallback(Callback):
             raise SystemExit(2) from error
         STATE.tracker = MlflowTracker(tracking.uri, tracking.experiment)
         from loaderexp.result import host_facts
+        from loaderexp.tracking import host_tags
 
-        tags = {f"host.{k}": v for k, v in host_facts().items()}
+        tags = host_tags(host_facts())
         tags.update(
             {
                 "loaderexp.sweep": "parent",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from loaderexp.report import load_results
-from loaderexp.tracking import MlflowTracker, log_result
+from loaderexp.tracking import MlflowTracker, host_tags, log_result
 
 
 def sync(sweep_dir: Path, uri: Optional[str] = None, experiment: Optional[str] = None) -> int:
@@ -29,7 +29,7 @@ def sync(sweep_dir: Path, uri: Optional[str] = None, experiment: Optional[str] =
     tracker = MlflowTracker(uri, experiment)
     parent_id = _parent(tracker, sweep_dir)
     for folder, result in pending:
-        tags = {f"host.{k}": v for k, v in result.host.items()}
+        tags = host_tags(result.host)
         tags.update({"loaderexp.config_hash": result.config_hash, "loaderexp.output_dir": str(folder),
                      "loaderexp.imported": "true"})
         if not _exists(tracker, result.run_id):

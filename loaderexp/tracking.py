@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional
 from urllib.parse import urlparse
@@ -111,12 +110,6 @@ class MlflowTracker:
                 tags=tag_list[start : start + BATCH_LIMIT],
             )
 
-    def log_text(self, run_id: str, text: str, name: str) -> None:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / name
-            path.write_text(text)
-            self.client.log_artifact(run_id, str(path))
-
     def log_file(self, run_id: str, path: Path) -> None:
         self.client.log_artifact(run_id, str(path))
 
@@ -145,6 +138,11 @@ def _is_number(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return number == number  # NaN is not logged: MLflow's UI charts it as a gap anyway
+
+
+def host_tags(host: Mapping[str, Any]) -> dict[str, Any]:
+    """Host facts as run tags (``host.cpu_count`` ...), so runs from different machines stay apart."""
+    return {f"host.{k}": v for k, v in host.items()}
 
 
 def log_result(tracker: MlflowTracker, run_id: str, result: Any, folder: Path) -> None:
