@@ -8,6 +8,7 @@ Ctrl-C propagates, after the current run is recorded as KILLED.
 from __future__ import annotations
 
 import logging
+import re
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -108,6 +109,11 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         kind = getattr(error, "kind", type(error).__name__)  # a child's error keeps its own class name
         result.error = f"{kind}: {error}"
         result.info["traceback"] = getattr(error, "details", "") or traceback.format_exc(limit=20)
+        # torch reports a dead worker either as "killed by signal: X" or, when the pipe breaks
+        # first, as "exited unexpectedly" with the signal only in the chained traceback: surface it.
+        signal_line = re.search(r"DataLoader worker \(pid \d+\) is killed by signal: [^.\n]+", result.info["traceback"])
+        if signal_line and signal_line.group(0) not in result.error:
+            result.error += f" ({signal_line.group(0)})"
         known = explain(f"{result.error}\n{result.info['traceback']}")
         if known is not None:
             result.info["fault"], result.info["remedy"] = known
