@@ -19,7 +19,6 @@ Prints three ratios, each measured side by side in this one run:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess

@@ -16,7 +16,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional, Sized
 
-import torch
 from torch.utils.data import BatchSampler, Dataset, Sampler, default_collate
 from torch.utils.data.distributed import DistributedSampler
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 import torchvision
-from torchvision.transforms import v2
 
 from loaderexp.data.cifar import FOLDER, cifar10
 from loaderexp.data.generated import build_once, read_identity
