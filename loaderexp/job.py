@@ -121,14 +121,14 @@ def measure_job(
     done_before = 0
 
     def progress(done_in_repeat: int) -> None:
-        if on_batch is not None:
-            on_batch(done_before + done_in_repeat, total)
+        on_batch(done_before + done_in_repeat, total)  # type: ignore[misc]
 
     with ResourceMonitor(bench["resource_interval_s"]) as monitor:
         for _ in range(bench["repeats"]):
-            repeats.append(run_repeat(loader, budget, delivery, None if idle else consumer, time.perf_counter, progress))
+            repeats.append(run_repeat(loader, budget, delivery, None if idle else consumer, time.perf_counter,
+                                      progress if on_batch is not None else None))
             done_before += repeats[-1].batches
-        resources = monitor.stop()
+    resources = monitor.stats()  # stopped, with a last sample, on leaving the block
     del loader  # persistent workers end here, not at interpreter exit
 
     transfer = to_device.stats()
