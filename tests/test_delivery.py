@@ -121,3 +121,34 @@ def test_iterable_dataset_that_does_not_shard_is_caught():
     run_repeat(loader, EPOCH, delivery)
     assert delivery.ok is False
     assert any("does not shard" in p for p in delivery.problems)
+
+
+class LongSampler(SequentialSampler):
+    """Its length promises every index once; it yields the first five twice more."""
+
+    def __iter__(self):
+        return iter([*range(len(self.data_source)), *range(5)])
+
+
+def test_a_sampler_yielding_more_than_its_length_is_caught():
+    data = dataset(20)
+    delivery = measure_delivery(LongSampler(data), data, batch_size=8)
+    assert delivery.ok is False
+    assert any("yielded 25 indices, its length promises 20" in p for p in delivery.problems)
+    assert delivery.epochs[0].delivered == 25  # the pre-sized log grew to hold them all
+
+
+def test_epochs_are_checked_after_the_measurement_not_at_each_boundary(monkeypatch):
+    import loaderexp.delivery as module
+
+    data = dataset(16)
+    checked = []
+    real = module.check_epoch
+    monkeypatch.setattr(module, "check_epoch", lambda *a, **k: checked.append(1) or real(*a, **k))
+    recorder = RecordingBatchSampler(SequentialSampler(data), 4, False)
+    loader = DataLoader(IndexedDataset(data), batch_sampler=recorder, collate_fn=indexed_collate)
+    delivery = DeliveryTracker(recorder=recorder, dataset_length=16, batch_size=4, drop_last=False, in_order=True,
+                               num_workers=0)
+    run_repeat(loader, BudgetSpec(mode="epochs", warmup_batches=0, epochs=3), delivery)
+    assert checked == []  # nothing counted inside the measured window
+    assert delivery.ok is True and len(delivery.epochs) == 3 and len(checked) == 3
