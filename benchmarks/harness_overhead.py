@@ -1,24 +1,26 @@
 """Does loaderexp distort what it measures, and is a short sweep as good as timing whole epochs?
 
-    python benchmarks/harness_overhead.py            # about 4 minutes on 2 cores
-    python benchmarks/harness_overhead.py --quick    # a smaller version, for a smoke test
+    python benchmarks/harness_overhead.py            # about 12 minutes on 2 cores
+    python benchmarks/harness_overhead.py --quick    # a smaller version, for a smoke test (about 2 minutes)
 
-Prints three ratios, each measured side by side in this one run:
+Prints three comparisons, each measured side by side in this one run:
 
-1. harness cost: loaderexp's measured loop (index tagging, delivery check, copy/step hooks, resource
-   sampling thread) against a bare ``for batch in loader: pass`` on the same dataset and DataLoader
-   settings, interleaved round by round, on the synthetic dataset where per-batch work is smallest and
-   overhead shows most.  Target: under 2% of throughput.
-2. per-job overhead of a real multirun (Hydra compose, output folders, MLflow logging, dataset set-up)
-   beyond the loading time itself: the marginal cost of one more job.  Target: under 1 s per job.
-3. fixed budget vs whole epochs: a num_workers 0..4 sweep on the default CIFAR-10 data, with the default
-   measured budget and with whole epochs; both should pick the same num_workers, the budget in a fraction
-   of the time.
+1. harness cost: loaderexp's measurement (index tagging, delivery check, resource sampling thread,
+   the timed loop) against a bare ``for batch in loader: pass`` on the same dataset and DataLoader
+   settings, interleaved round by round, on the synthetic dataset where per-batch work is smallest
+   and overhead shows most: at the default batch_size (128), with 2 workers, and at batch_size 64.
+   The median of the paired ratios and its 95% confidence interval; target: under 2% of throughput.
+2. per-job overhead of a real multirun (Hydra compose, output folders, MLflow logging, the measuring
+   process) beyond the loading time itself: the marginal cost of one more job.  Target: under 1 s.
+3. fixed budget vs whole epochs: a num_workers 0..4 sweep on the default CIFAR-10 data, with a
+   fixed budget and with whole epochs, twice each; both should recommend the same num_workers,
+   the budget in a fraction of the time.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -32,7 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from loaderexp.config import compose, resolve_auto_transform, to_plain  # noqa: E402
 from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform  # noqa: E402
-from loaderexp.job import measure_job  # noqa: E402
+from loaderexp.job import measure_job, seed_everything  # noqa: E402
 from loaderexp.report import recommend  # noqa: E402
 from loaderexp.result import RunResult  # noqa: E402
 
@@ -71,45 +73,52 @@ def bare_loop(loader, warmup: int, batches: int) -> Clocks:
                 return clocks
 
 
-def harness_cost(rounds: int, batches: int, workers: int) -> dict[str, float]:
+def median_ci(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median: order statistics at binomial ranks."""
+    ordered, n = sorted(values), len(values)
+    tail, k = 0.0, 0  # the largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2
+    while k < n // 2:
+        tail += math.comb(n, k) / 2**n
+        if tail > (1 - confidence) / 2:
+            break
+        k += 1
+    k = max(k, 1)
+    return ordered[k - 1], ordered[n - k]
+
+
+def harness_cost(rounds: int, batches: int, workers: int, batch_size: int) -> dict[str, float]:
     """Paired, interleaved rounds of a bare loop and loaderexp's measurement on one dataset.
 
-    Wall-clock rates are what a user sees but move with everything else on the machine; with
-    num_workers=0 all work is in this process, so its CPU time per sample is a steadier measure.
+    Each round runs both loops over the same sample order (same seed) and the same number of
+    batches, which crosses epoch boundaries, so the harness's per-epoch bookkeeping is paid too.
+    The cost is the median of the per-round throughput ratios, with its 95% confidence interval:
+    a single ratio on a shared machine moves by several percent.
     """
-    batch_size = 64
     cfg = plain_config(["dataset=synthetic", "tracking=none", f"loader.num_workers={workers}",
                         f"loader.batch_size={batch_size}", "bench.warmup_batches=10", f"bench.batches={batches}",
                         "bench.repeats=1"])
     dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
 
-    def bare() -> tuple[float, float]:
+    def bare() -> float:
+        seed_everything(cfg["bench"]["seed"])  # as measure_job does: the same permutation
         loader = build_loader(dataset, build_sampler(cfg["sampler"], dataset), cfg["loader"])
-        return bare_loop(loader, 10, batches).rates(batch_size)
+        return bare_loop(loader, 10, batches).rates(batch_size)[0]
 
-    def harness() -> tuple[float, float]:
+    def harness() -> float:
         clocks = Clocks(batches)
         own.append(measure_job(cfg, on_batch=clocks, dataset=dataset).metrics["loop_overhead_fraction"])
-        return clocks.rates(batch_size)
+        return clocks.rates(batch_size)[0]
 
-    wall, cpu, own = [], [], []
+    ratios, own = [], []
     for i in range(rounds):
-        # Paired and interleaved, alternating which goes first: drift on the machine hits both alike.
+        # Alternating which goes first: drift on the machine hits both alike.
         if i % 2:
-            h = harness()
-            b = bare()
+            h, b = harness(), bare()
         else:
-            b = bare()
-            h = harness()
-        wall.append(h[0] / b[0])
-        cpu.append(h[1] / b[1])
-
-    def iqr(values):
-        q = statistics.quantiles(values, n=4)
-        return q[2] - q[0]
-
-    return {"wall": statistics.median(wall), "wall_iqr": iqr(wall), "cpu": statistics.median(cpu), "cpu_iqr": iqr(cpu),
-            "own": statistics.median(own)}
+            b, h = bare(), harness()
+        ratios.append(h / b)
+    low, high = median_ci(ratios)
+    return {"ratio": statistics.median(ratios), "low": low, "high": high, "own": statistics.median(own)}
 
 
 def sweep_wall(jobs: int, store: str, folder: Path) -> tuple[float, list[RunResult]]:
@@ -126,45 +135,68 @@ def sweep_wall(jobs: int, store: str, folder: Path) -> tuple[float, list[RunResu
     return wall, results
 
 
-def per_job_overhead(jobs: int) -> tuple[float, float]:
+def per_job_overhead(jobs: int, pairs: int) -> list[tuple[float, float]]:
+    """Marginal wall time of one more job, from ``pairs`` interleaved (1 job, ``jobs`` jobs) multiruns.
+
+    Each multirun is a fresh process (Python, torch, Hydra and MLflow start-up), paid once by
+    both sides of a pair and cancelled by the difference; what is left is per job.
+    """
+    marginals = []
     with tempfile.TemporaryDirectory() as tmp:
         store = f"sqlite:///{tmp}/mlflow.db"
         sweep_wall(1, store, Path(tmp) / "warm")  # creates the store: a one-off cost, not per job
-        one_wall, one = sweep_wall(1, store, Path(tmp) / "one")
-        many_wall, many = sweep_wall(jobs, store, Path(tmp) / "many")
 
-    def loading(results):
-        return sum(r.metrics["measured_seconds"] + r.metrics["warmup_seconds"] for r in results)
+        def loading(results):
+            return sum(r.metrics["measured_seconds"] + r.metrics["warmup_seconds"] for r in results)
 
-    marginal = (many_wall - one_wall) / (jobs - 1)
-    marginal_loading = (loading(many) - loading(one)) / (jobs - 1)
-    return marginal, marginal - marginal_loading
+        for pair in range(pairs):
+            one_wall, one = sweep_wall(1, store, Path(tmp) / f"one{pair}")
+            many_wall, many = sweep_wall(jobs, store, Path(tmp) / f"many{pair}")
+            marginal = (many_wall - one_wall) / (jobs - 1)
+            marginals.append((marginal, marginal - (loading(many) - loading(one)) / (jobs - 1)))
+    return sorted(marginals)
 
 
-def budget_vs_epochs(workers: list[int]) -> None:
-    rows = {}
+def sweep_workers(workers: list[int], overrides: list[str]) -> tuple[list[RunResult], float]:
+    """One num_workers sweep through ``measure_job`` (what each job of a multirun runs), and its wall time."""
+    results, start = [], time.perf_counter()
+    for n in workers:
+        metrics = measure_job(plain_config(["tracking=none", f"loader.num_workers={n}", *overrides])).metrics
+        results.append(RunResult(status="FINISHED", params={"loader.num_workers": n}, metrics=metrics))
+    return results, time.perf_counter() - start
+
+
+def budget_vs_epochs(workers: list[int], sweeps: int, data: list[str]) -> None:
+    """The same num_workers sweep with a fixed budget and with whole epochs, ``sweeps`` times each.
+
+    The two kinds alternate, so a slow spell of the machine hits both alike; the recommendation is
+    the tool's own rule (the fewest workers within 5% of the fastest).
+    """
     # The budget: 5 warm-up batches, then 3 repeats of 40 batches (about a third of an epoch in all).
-    budget = ["bench=default", "bench.warmup_batches=5", "bench.batches=40", "bench.repeats=3"]
-    for mode, overrides in (("budget", budget), ("epochs", ["bench=epochs"])):
-        results, start = [], time.perf_counter()
-        for n in workers:
-            cfg = plain_config(["tracking=none", f"loader.num_workers={n}", *overrides])
-            metrics = measure_job(cfg).metrics
-            results.append(RunResult(status="FINISHED", params={"loader.num_workers": n}, metrics=metrics))
-        rows[mode] = (results, time.perf_counter() - start)
-    print("\n3. fixed budget vs whole epochs, CIFAR-10 (generated copy), num_workers", workers)
-    print(f"   {'workers':>7}  {'budget samples/s':>16}  {'epoch samples/s':>15}  {'epoch time s':>12}")
-    for b, e in zip(rows["budget"][0], rows["epochs"][0]):
-        print(f"   {b.params['loader.num_workers']:>7}  {b.metrics['throughput_samples_per_s']:>16,.0f}"
-              f"  {e.metrics['throughput_samples_per_s']:>15,.0f}  {e.metrics['epoch_time_s']:>12.2f}")
-    for mode in ("budget", "epochs"):
-        results, seconds = rows[mode]
-        fastest = max(results, key=lambda r: r.metrics["throughput_samples_per_s"]).params["loader.num_workers"]
-        rec = recommend(results)
-        print(f"   {mode:>7}: fastest num_workers={fastest}, recommended (fewest within 5%) "
-              f"num_workers={rec.result.params['loader.num_workers']}, sweep took {seconds:.1f} s")
-    ratio = rows["budget"][1] / rows["epochs"][1]
-    print(f"   ratio: the budgeted sweep took {100 * ratio:.0f}% of the whole-epoch sweep's time")
+    modes = {"budget": ["bench=default", "bench.warmup_batches=5", "bench.batches=40", "bench.repeats=3"],
+             "epochs": ["bench=epochs"]}
+    runs: dict[str, list[tuple[list[RunResult], float]]] = {mode: [] for mode in modes}
+    for _ in range(sweeps):
+        for mode, overrides in modes.items():
+            runs[mode].append(sweep_workers(workers, [*data, *overrides]))
+    print(f"\n3. fixed budget vs whole epochs, CIFAR-10 (generated copy{', a subset' if data else ''}), "
+          f"num_workers {workers}, {sweeps} sweeps of each, alternating")
+    header = "".join(f"  {mode} {i + 1} samples/s" for i in range(sweeps) for mode in modes)
+    print(f"   {'workers':>7}{header}")
+    for row, n in enumerate(workers):
+        cells = "".join(f"  {runs[mode][i][0][row].metrics['throughput_samples_per_s']:>{len(mode) + 13},.0f}"
+                        for i in range(sweeps) for mode in modes)
+        print(f"   {n:>7}{cells}")
+    picks: dict[str, list[int]] = {}
+    for mode in modes:
+        picks[mode] = [recommend(results).result.params["loader.num_workers"] for results, _ in runs[mode]]
+        seconds = [wall for _, wall in runs[mode]]
+        print(f"   {mode:>7}: recommended num_workers (fewest within 5% of the fastest) per sweep {picks[mode]}, "
+              f"a sweep took {statistics.median(seconds):.1f} s")
+    ratio = sum(w for _, w in runs["budget"]) / sum(w for _, w in runs["epochs"])
+    agree = set(picks["budget"]) == set(picks["epochs"]) and len(set(picks["budget"])) == 1
+    print(f"   same recommendation from every sweep of both kinds: {'yes' if agree else 'no'}; "
+          f"the budgeted sweep took {100 * ratio:.0f}% of the whole-epoch sweep's time")
 
 
 def main() -> None:
@@ -172,22 +204,30 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer rounds and batches (a smoke test)")
     args = parser.parse_args()
     os.environ.setdefault("LOADEREXP_DATA_ROOT", str(REPO / "data"))
-    rounds, batches, jobs = (3, 50, 3) if args.quick else (15, 250, 9)
+    rounds, samples, jobs = (3, 3_200, 3) if args.quick else (60, 64_000, 9)
     print(f"host: {os.cpu_count()} CPUs; torch threads {__import__('torch').get_num_threads()}")
-    print("\n1. harness cost on the synthetic dataset (target < 2%), interleaved rounds:", rounds)
-    for workers in (0, 2):
-        r = harness_cost(rounds, batches, workers)
-        line = (f"   num_workers={workers}: throughput ratio loaderexp/bare, wall clock {r['wall']:.3f} (IQR {r['wall_iqr']:.3f})"
-                f" -> harness costs {100 * (1 - r['wall']):+.1f}%")
-        if workers == 0:  # all work in this process: CPU time per sample is the steadier figure
-            line += f"; CPU time {r['cpu']:.3f} (IQR {r['cpu_iqr']:.3f}) -> {100 * (1 - r['cpu']):+.1f}%"
-        print(line)
+    print(f"\n1. harness cost on the synthetic dataset (target < 2%): {rounds} interleaved rounds of {samples:,} samples")
+    for workers, batch_size in ((0, 128), (2, 128), (0, 64)):
+        r = harness_cost(rounds, samples // batch_size, workers, batch_size)
+        verdict = "met" if 1 - r["low"] < 0.02 else "not met" if 1 - r["high"] > 0.02 else "not shown"
+        label = "default batch_size" if batch_size == 128 else "half the batch, twice the per-batch overhead"
+        print(f"   num_workers={workers}, batch_size={batch_size} ({label}): throughput ratio loaderexp/bare "
+              f"{r['ratio']:.3f} (95% CI {r['low']:.3f}..{r['high']:.3f}) -> harness costs {100 * (1 - r['ratio']):+.1f}%"
+              f" (CI {100 * (1 - r['high']):+.1f}%..{100 * (1 - r['low']):+.1f}%): target {verdict}")
         print(f"      the loop's own time inside the measured window, timed per batch in the same runs: "
-              f"{100 * r['own']:.2f}% (an upper bound: it includes freeing the previous batch, as a bare loop does)")
-    marginal, overhead = per_job_overhead(jobs)
-    print(f"\n2. per-job overhead in a real multirun (target < 1 s): one more job costs {marginal:.2f} s of wall time,"
-          f" of which {overhead:.2f} s is not loading (compose, folders, MLflow logging, set-up)")
-    budget_vs_epochs([0, 1, 2, 3, 4] if not args.quick else [0, 2])
+              f"{100 * r['own']:.2f}% (an upper bound: "
+              "it includes freeing the previous batch and, with workers, time the loop was preempted)")
+    pairs = 1 if args.quick else 3
+    marginals = per_job_overhead(jobs, pairs)
+    marginal, overhead = marginals[len(marginals) // 2]
+    spread_text = ", ".join(f"{m:.2f}" for m, _ in marginals)
+    print(f"\n2. per-job overhead in a real multirun (target < 1 s): one more job costs {marginal:.2f} s of wall time"
+          f" (median of {pairs} pairs of 1- and {jobs}-job sweeps: {spread_text} s), of which {overhead:.2f} s is not"
+          f" loading (compose, folders, MLflow logging, the measuring process): target {'met' if max(m for m, _ in marginals) < 1 else 'not met'}")
+    if args.quick:  # a tenth of the data set, so the smoke test times whole epochs quickly
+        budget_vs_epochs([0, 2], 1, ["sampler=subset", "sampler.fraction=0.1"])
+    else:
+        budget_vs_epochs([0, 1, 2, 3, 4], 2, [])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,40 @@
+"""The benchmark scripts run end to end (their --quick form) and print every comparison.
+
+Times are what they measure, so nothing here asserts one: only that each section ran and
+printed its verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "benchmarks" / name), *args], capture_output=True, text=True,
+                          timeout=900, env={**os.environ, "HYDRA_FULL_ERROR": "0"})
+
+
+@pytest.mark.slow
+def test_harness_overhead_quick(data_root):
+    done = run_script("harness_overhead.py", "--quick")
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert out.count("harness costs") == 3 and "target " in out
+    assert "2. per-job overhead in a real multirun" in out and "of which" in out
+    assert "3. fixed budget vs whole epochs" in out
+    assert "recommended num_workers" in out and "same recommendation from every sweep" in out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the GPU path is run by hand on a GPU machine")
+def test_cuda_check_says_so_without_cuda():
+    done = run_script("cuda_check.py")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "CUDA" in done.stdout and "not" in done.stdout.lower()
