@@ -258,16 +258,20 @@ class DeliveryTracker:
         self._delivered = IndexLog(capacity)
         self._count = 0
 
-    def take(self, batch: Any) -> tuple[Any, int]:
-        """The batch as the user's dataset made it (indices removed), and its number of samples."""
+    def take(self, batch: Any) -> int:
+        """Log the batch's indices; its number of samples."""
         if self.indexed:
-            ids, payload = batch
+            ids = batch[0]
             self._delivered.add(ids.values)
             count = len(ids.values)
         else:
-            payload, count = batch, batch_size_and_bytes(batch)[0]
+            count = batch_size_and_bytes(batch)[0]
         self._count += count
-        return payload, count
+        return count
+
+    def payload(self, batch: Any) -> Any:
+        """The batch as the user's dataset made it (indices removed)."""
+        return batch[1] if self.indexed else batch
 
     def end_epoch(self, complete: bool) -> None:
         """Set this epoch aside for checking (the recorder starts a new list for the next one)."""
