@@ -66,6 +66,20 @@ def planned_batches(bench: Mapping[str, Any], batches_per_epoch: Optional[int]) 
     return None
 
 
+def measured_loader(
+    dataset: Any, sampler_cfg: Mapping[str, Any], loader_cfg: Mapping[str, Any]
+) -> tuple[torch.utils.data.DataLoader, Optional[RecordingBatchSampler]]:
+    """The configured DataLoader as loaderexp measures it: for a map-style dataset, each batch
+    tagged with its indices and the sampler's indices recorded (the delivery check)."""
+    if isinstance(dataset, IterableDataset):
+        return build_loader(dataset, None, loader_cfg), None
+    sampler = build_sampler(sampler_cfg, dataset)
+    sampler = sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset)
+    recorder = RecordingBatchSampler(sampler, loader_cfg["batch_size"], loader_cfg["drop_last"])
+    loader = build_loader(IndexedDataset(dataset), None, loader_cfg, batch_sampler=recorder, collate_fn=indexed_collate)
+    return loader, recorder
+
+
 def measure_job(
     cfg: Mapping[str, Any],
     on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
@@ -81,17 +95,10 @@ def measure_job(
     if dataset is None:
         dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
     iterable = isinstance(dataset, IterableDataset)
-    recorder = None
     warnings: list[str] = []
-    if iterable:
-        if cfg["sampler"].get("name") not in (None, "sequential"):
-            warnings.append(f"sampler={cfg['sampler'].get('name')} ignored: an IterableDataset orders its own samples")
-        loader = build_loader(dataset, None, loader_cfg)
-    else:
-        sampler = build_sampler(cfg["sampler"], dataset)
-        sampler = sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset)
-        recorder = RecordingBatchSampler(sampler, loader_cfg["batch_size"], loader_cfg["drop_last"])
-        loader = build_loader(IndexedDataset(dataset), None, loader_cfg, batch_sampler=recorder, collate_fn=indexed_collate)
+    if iterable and cfg["sampler"].get("name") not in (None, "sequential"):
+        warnings.append(f"sampler={cfg['sampler'].get('name')} ignored: an IterableDataset orders its own samples")
+    loader, recorder = measured_loader(dataset, cfg["sampler"], loader_cfg)
     try:
         dataset_length: Optional[int] = len(dataset)  # type: ignore[arg-type]
     except TypeError:
