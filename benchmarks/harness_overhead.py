@@ -183,8 +183,8 @@ def budget_vs_epochs(workers: list[int], epoch_rounds: int, data: list[str]) -> 
     The reference times whole epochs the way a hand-written loop does, a few per setting, in
     rounds across the settings so that a slow spell of the machine hits them all alike; its
     median per setting decides.  Each budgeted sweep is what the tool runs: setting after setting,
-    its default 3 repeats.  Both recommend by the tool's own rule (the fewest workers within 5%
-    of the fastest).
+    its default 3 repeats.  Both recommend by the tool's own rule (the fewest workers within 5% of
+    the fastest, or within the measured spread of the budgeted runs' repeats).
     """
     # The budget: 5 warm-up batches, then 3 repeats of 40 batches (about a third of an epoch in all).
     budget = ["bench=default", "bench.warmup_batches=5", "bench.batches=40", "bench.repeats=3"]
@@ -214,7 +214,7 @@ def budget_vs_epochs(workers: list[int], epoch_rounds: int, data: list[str]) -> 
     best = pick(reference)
     budget_s = statistics.median(wall for _, wall in budget_runs)
     epoch_s = statistics.median(wall for _, wall in epoch_runs)
-    print(f"   recommended num_workers (fewest within 5% of the fastest): whole epochs, median of {epoch_rounds}: {best};"
+    print(f"   recommended num_workers (the tool's rule): whole epochs, median of {epoch_rounds}: {best};"
           f" each budgeted sweep: {budget_picks}; each single-epoch sweep alone: {single_epoch_picks}")
     verdict = "met" if set(budget_picks) == {best} else "not met"
     print(f"   time: a budgeted sweep {budget_s:.1f} s, one epoch per setting {epoch_s:.1f} s ({100 * budget_s / epoch_s:.0f}%),"

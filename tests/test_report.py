@@ -71,3 +71,16 @@ def test_report_writes_table_and_plot(tmp_path):
     assert (tmp_path / "report.txt").read_text().startswith(text.splitlines()[0])
     assert plot == tmp_path / "throughput.png"
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
+
+
+def test_a_gap_beyond_tolerance_but_inside_the_noise_prefers_fewer_workers():
+    runs = [result(0, 1000), result(2, 2700, iqr=0.12), result(3, 3000, iqr=0.04)]
+    rec = recommend(runs, tolerance=0.05)
+    assert rec.result.params["loader.num_workers"] == 2  # 10% below, spread 12%: not a measured difference
+    assert rec.within_noise and "cannot tell them apart" in rec.text
+
+
+def test_the_noise_allowance_is_capped():
+    runs = [result(0, 1000, iqr=0.9), result(2, 3000, iqr=0.02)]
+    rec = recommend(runs, tolerance=0.05)
+    assert rec.result.params["loader.num_workers"] == 2  # 67% below is a difference, however noisy
