@@ -1,6 +1,6 @@
 """Does loaderexp distort what it measures, and is a short sweep as good as timing whole epochs?
 
-    python benchmarks/harness_overhead.py            # about 12 minutes on 2 cores
+    python benchmarks/harness_overhead.py            # about 17 minutes on 2 cores
     python benchmarks/harness_overhead.py --quick    # a smaller version, for a smoke test (about 2 minutes)
 
 Prints three comparisons, each measured side by side in this one run:
@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -44,21 +45,20 @@ def plain_config(overrides: list[str]) -> dict:
 
 
 class Clocks:
-    """Wall and CPU time at the first and the last measured batch: rates over the same window."""
+    """Wall time at the first and the last measured batch: both loops' rates over the same window."""
 
     def __init__(self, batches: int):
         self.batches = batches
-        self.start = self.end = (0.0, 0.0)
+        self.start = self.end = 0.0
 
     def __call__(self, done: int, total=None) -> None:
         if done == 1:
-            self.start = (time.perf_counter(), time.process_time())
+            self.start = time.perf_counter()
         if done == self.batches:
-            self.end = (time.perf_counter(), time.process_time())
+            self.end = time.perf_counter()
 
-    def rates(self, batch_size: int) -> tuple[float, float]:
-        samples = (self.batches - 1) * batch_size
-        return samples / (self.end[0] - self.start[0]), samples / (self.end[1] - self.start[1])
+    def rate(self, batch_size: int) -> float:
+        return (self.batches - 1) * batch_size / (self.end - self.start)
 
 
 def bare_loop(loader, warmup: int, batches: int) -> Clocks:
@@ -101,20 +101,20 @@ def harness_cost(rounds: int, batches: int, workers: int, batch_size: int) -> di
                         "bench.repeats=1"])
     dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
 
-    def bare() -> float:
+    def bare_over(make_loader: Callable[[], Any]) -> float:
         seed_everything(cfg["bench"]["seed"])  # as measure_job does: the same permutation
-        loader = build_loader(dataset, build_sampler(cfg["sampler"], dataset), cfg["loader"])
-        return bare_loop(loader, 10, batches).rates(batch_size)[0]
+        return bare_loop(make_loader(), 10, batches).rate(batch_size)
+
+    def bare() -> float:
+        return bare_over(lambda: build_loader(dataset, build_sampler(cfg["sampler"], dataset), cfg["loader"]))
 
     def tagged() -> float:
-        seed_everything(cfg["bench"]["seed"])
-        loader, _ = measured_loader(dataset, cfg["sampler"], cfg["loader"])
-        return bare_loop(loader, 10, batches).rates(batch_size)[0]
+        return bare_over(lambda: measured_loader(dataset, cfg["sampler"], cfg["loader"])[0])
 
     def harness() -> float:
         clocks = Clocks(batches)
         own.append(measure_job(cfg, on_batch=clocks, dataset=dataset).metrics["loop_overhead_fraction"])
-        return clocks.rates(batch_size)[0]
+        return clocks.rate(batch_size)
 
     loops = [bare, tagged, harness]
     rates: dict[str, list[float]] = {loop.__name__: [] for loop in loops}

@@ -103,10 +103,6 @@ class RecordingBatchSampler(Sampler):
         self.log = IndexLog(0)
         self.epoch = 0
 
-    @property
-    def indices(self) -> list[int]:
-        return self.log.recorded()
-
     def __iter__(self) -> Iterator[list[int]]:
         # As a training loop does: DistributedSampler reshuffles only when told the epoch.
         if hasattr(self.sampler, "set_epoch"):
@@ -254,8 +250,8 @@ class DeliveryTracker:
         # One log per epoch, sized up front, not one list kept per batch: a small allocation
         # kept alive between two batch-sized ones fragments the heap, and later batches then
         # land in fresh pages (measured: 3-4% of a fast loader's throughput).
-        capacity = self.promise.count or 0 if self.promise is not None else 0
-        self._delivered = IndexLog(capacity)
+        promised = self.promise.count if self.promise is not None else None
+        self._delivered = IndexLog(promised or 0)
         self._count = 0
 
     def take(self, batch: Any) -> int:

@@ -146,8 +146,7 @@ def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional
     def gap(run: RunResult) -> float:
         return 1 - run.metrics["throughput_samples_per_s"] / best_rate if best_rate else 0.0
 
-    allowed = {id(r): max(tolerance, min(noise(r), NOISE_ALLOWANCE_CAP * tolerance)) for r in finished}
-    close = [r for r in finished if gap(r) <= allowed[id(r)]]
+    close = [r for r in finished if gap(r) <= max(tolerance, min(noise(r), NOISE_ALLOWANCE_CAP * tolerance))]
     chosen = min(close, key=lambda r: (r.params.get("loader.num_workers", 0), -r.metrics["throughput_samples_per_s"]))
     rate = chosen.metrics["throughput_samples_per_s"]
     within_noise = chosen is not best and gap(chosen) <= noise(chosen)

@@ -24,7 +24,6 @@ SHM = "/dev/shm"
 MEMORY_DUTY_CYCLE = 0.002  # at most this share of the time spent reading memory maps
 
 
-
 @dataclass
 class ResourceStats:
     samples: int

@@ -32,7 +32,7 @@ def sync(sweep_dir: Path, uri: Optional[str] = None, experiment: Optional[str] =
         tags = host_tags(result.host)
         tags.update({"loaderexp.config_hash": result.config_hash, "loaderexp.output_dir": str(folder),
                      "loaderexp.imported": "true"})
-        if not _exists(tracker, result.run_id):
+        if _run(tracker, result.run_id) is None:
             # The run was never created (or lives in another store): make it now.
             name = f"loader.num_workers={result.params.get('loader.num_workers')} ({folder.name})"
             result.run_id = tracker.start_run(name, tags, parent_id)
@@ -42,14 +42,14 @@ def sync(sweep_dir: Path, uri: Optional[str] = None, experiment: Optional[str] =
     return len(pending)
 
 
-def _exists(tracker: MlflowTracker, run_id: Optional[str]) -> bool:
+def _run(tracker: MlflowTracker, run_id: Optional[str]):
+    """The run with this id in the tracker's store, or None."""
     if not run_id:
-        return False
+        return None
     try:
-        tracker.client.get_run(run_id)
+        return tracker.client.get_run(run_id)
     except Exception:
-        return False
-    return True
+        return None
 
 
 def _parent(tracker: MlflowTracker, sweep_dir: Path) -> str:
@@ -58,10 +58,11 @@ def _parent(tracker: MlflowTracker, sweep_dir: Path) -> str:
     if record.is_file():
         saved = json.loads(record.read_text())
         # Run ids are unique: found here, it is the same store, whatever address it is served at now.
-        if _exists(tracker, saved.get("parent_run_id")):
-            if tracker.client.get_run(saved["parent_run_id"]).info.status == "RUNNING":
-                tracker.end_run(saved["parent_run_id"], "FINISHED")  # the sweep could not close it itself
-            return saved["parent_run_id"]
+        found = _run(tracker, saved.get("parent_run_id"))
+        if found is not None:
+            if found.info.status == "RUNNING":
+                tracker.end_run(found.info.run_id, "FINISHED")  # the sweep could not close it itself
+            return found.info.run_id
     parent = tracker.start_run(f"imported {sweep_dir}", {"loaderexp.sweep": "parent", "loaderexp.sweep_dir": str(sweep_dir)})
     tracker.end_run(parent, "FINISHED")
     return parent
