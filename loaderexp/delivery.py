@@ -1,17 +1,22 @@
 """Did the loader deliver what the sampler promised?  A fast loader that loses data is not fast.
 
-The dataset is wrapped so each batch travels with the indices it was fetched for, and the
-sampler is wrapped so the main process records every index it hands out.  At the end of each
-epoch (or of a partial one, when the measured budget ends first) the delivered indices are
-compared with the recorded ones and with the sampler's promise: every index exactly once for
-samplers without replacement, ``num_samples`` indices for samplers with replacement, and the
-last short batch missing under ``drop_last``.  Iterable datasets order themselves, so for them
-only the count is checked against ``len(dataset)``: a dataset that does not shard across
-workers delivers every sample once per worker.
+The sampler is wrapped so the main process records every index it hands out.  With workers,
+the dataset is wrapped too, so each batch travels back with the indices it was fetched for:
+batches cross a process boundary, several in flight, and can be lost, repeated or reordered.
+Without workers the main process fetches each batch itself, right after the sampler yields its
+indices, so what the sampler yielded is what was fetched: the recorder and a count of batches
+are the whole check, and nothing is added to the batch.  After each epoch (or a partial one,
+when the measured budget ends first) the delivered indices are compared with the recorded ones
+and with the sampler's promise: every index exactly once for samplers without replacement,
+``num_samples`` indices for samplers with replacement, and the last short batch missing under
+``drop_last``.  Iterable datasets order themselves, so for them only the count is checked
+against ``len(dataset)``: a dataset that does not shard across workers delivers every sample
+once per worker.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional, Sized
@@ -28,6 +33,7 @@ class IndexedDataset(Dataset):
     The DataLoader's fetcher calls ``__getitems__`` with a batch's indices when a dataset has it
     and hands the result straight to the collate function, so the tag rides along as a plain
     ``(samples, indices)`` pair into :func:`indexed_collate`: one tuple per batch, nothing per sample.
+    Used with workers only (see the module's docstring).
     """
 
     def __init__(self, dataset: Dataset):
@@ -46,23 +52,13 @@ class IndexedDataset(Dataset):
         return samples, indices
 
 
-class BatchIndices:
-    """A batch's sample indices.  Deliberately neither a tensor nor a sequence, so collation and
-    the pin-memory thread pass it through untouched (a tensor of 64 ints costs ~30 us a batch)."""
-
-    __slots__ = ("values",)
-
-    def __init__(self, values: list[int]):
-        self.values = values
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-
-def indexed_collate(fetched: tuple[list, list[int]]) -> tuple[BatchIndices, Any]:
-    """``(indices, batch)``: the user's batch exactly as default_collate makes it, plus its indices."""
+def indexed_collate(fetched: tuple[list, list[int]]) -> tuple[bytes, Any]:
+    """``(indices, batch)``: the user's batch exactly as default_collate makes it, plus its indices
+    packed as int64 bytes.  Bytes are what the pin-memory thread passes through untouched (it
+    rebuilds a list element by element, a tensor it pins) and what pickles fastest between
+    processes: the main process unpickles one blob, not an object per index."""
     samples, indices = fetched
-    return BatchIndices(indices), default_collate(samples)
+    return array("q", indices).tobytes(), default_collate(samples)
 
 
 class IndexLog:
@@ -74,20 +70,37 @@ class IndexLog:
     size still works (the list grows): that is how a sampler that breaks its promise shows.
     """
 
-    __slots__ = ("values", "size")
+    __slots__ = ("values", "size", "batches")
     MAX_CAPACITY = 1 << 22  # 32 MiB of list up front at most; a longer epoch grows past it
 
     def __init__(self, capacity: int):
-        self.values: list[int] = [0] * min(capacity, self.MAX_CAPACITY)
-        self.size = 0
+        self.values: Any = [0] * min(capacity, self.MAX_CAPACITY)
+        self.size = 0  # items written (indices here, bytes in PackedIndexLog)
+        self.batches = 0
 
-    def add(self, indices: list[int]) -> None:
+    def add(self, indices: Any) -> None:
         start = self.size
         self.values[start : start + len(indices)] = indices
         self.size = start + len(indices)
+        self.batches += 1
 
     def recorded(self) -> list[int]:
         return self.values[: self.size]
+
+
+class PackedIndexLog(IndexLog):
+    """An :class:`IndexLog` of the int64 bytes the tags carry: each batch's tag is copied into a
+    bytearray sized up front (a memcpy) and freed with its batch; unpacked only for the check."""
+
+    __slots__ = ()
+    ITEM = array("q").itemsize
+
+    def __init__(self, capacity: int):
+        super().__init__(0)
+        self.values = bytearray(self.ITEM * min(capacity, self.MAX_CAPACITY))
+
+    def recorded(self) -> list[int]:
+        return array("q", self.values[: self.size]).tolist()
 
 
 class RecordingBatchSampler(Sampler):
@@ -211,8 +224,24 @@ def check_iterable_epoch(dataset_length: Optional[int], delivered: int, complete
     return EpochDelivery(complete=complete, delivered=delivered, problems=problems)
 
 
+def tags_batches(num_workers: int) -> bool:
+    """Whether batches carry their indices: only when they cross from worker processes."""
+    return num_workers > 0
+
+
+def instrumented(dataset: Dataset, recorder: RecordingBatchSampler, num_workers: int) -> tuple[Dataset, dict[str, Any]]:
+    """The dataset and the DataLoader arguments that let :class:`DeliveryTracker` check delivery."""
+    if tags_batches(num_workers):
+        return IndexedDataset(dataset), {"batch_sampler": recorder, "collate_fn": indexed_collate}
+    return dataset, {"batch_sampler": recorder}
+
+
 class DeliveryTracker:
-    """Follows one loader's epochs: strips the indices off each batch and checks each epoch.
+    """Follows one loader's epochs: logs what each batch delivered and checks each epoch.
+
+    Three ways to know what a batch delivered: its tag (map-style data with workers), the
+    recorder (map-style data without workers: the batch is the one the sampler just yielded),
+    or only its size (iterable data, which orders itself).
 
     An epoch's check (counting tens of thousands of indices) is deferred until :attr:`epochs` is
     read, after the measurement: run at the epoch boundary it would land inside the measured
@@ -233,7 +262,8 @@ class DeliveryTracker:
         num_workers: int,
     ):
         self.recorder = recorder
-        self.indexed = recorder is not None
+        self.indexed = recorder is not None  # each index is known, not only the count
+        self.tagged = self.indexed and tags_batches(num_workers)
         self.dataset_length = dataset_length
         self.promise = promise_of(recorder.sampler, dataset_length or 0) if recorder is not None else None
         self.batch_size = batch_size
@@ -241,59 +271,77 @@ class DeliveryTracker:
         self.in_order = in_order
         self.num_workers = num_workers
         self._checked: list[EpochDelivery] = []
-        self._pending: list[tuple[bool, IndexLog, IndexLog, int]] = []
+        self._pending: list[tuple[bool, IndexLog, Optional[IndexLog], int, int]] = []
         self._pending_size = 0
-        self._delivered = IndexLog(0)
+        self._delivered: Optional[IndexLog] = None
         self._count = 0
+        self._batches = 0
+        # Bound once: the measured loop calls one of these per batch.
+        self.take = self._take_tagged if self.tagged else self._take_recorded if self.indexed else self._take_counted
 
     def start_epoch(self) -> None:
-        # One log per epoch, sized up front, not one list kept per batch: a small allocation
+        # One log per epoch, sized up front, not one object kept per batch: a small allocation
         # kept alive between two batch-sized ones fragments the heap, and later batches then
         # land in fresh pages (measured: 3-4% of a fast loader's throughput).
         promised = self.promise.count if self.promise is not None else None
-        self._delivered = IndexLog(promised or 0)
-        self._count = 0
+        self._delivered = PackedIndexLog(promised or 0) if self.tagged else None
+        self._count = self._batches = 0
 
-    def take(self, batch: Any) -> int:
+    def _take_tagged(self, batch: Any) -> int:
         """Log the batch's indices; its number of samples."""
-        if self.indexed:
-            ids = batch[0]
-            self._delivered.add(ids.values)
-            count = len(ids.values)
-        else:
-            count = batch_size_and_bytes(batch)[0]
+        self._delivered.add(batch[0])  # type: ignore[union-attr]
+        count = len(batch[0]) >> 3
+        self._count += count
+        return count
+
+    def _take_recorded(self, batch: Any) -> int:
+        # Without workers the sampler yields a batch's indices just before the batch is fetched:
+        # the indices recorded since the previous batch are this one's.
+        count = self.recorder.log.size - self._count  # type: ignore[union-attr]
+        self._count += count
+        self._batches += 1
+        return count
+
+    def _take_counted(self, batch: Any) -> int:
+        count = batch_size_and_bytes(batch)[0]
         self._count += count
         return count
 
     def payload(self, batch: Any) -> Any:
         """The batch as the user's dataset made it (indices removed)."""
-        return batch[1] if self.indexed else batch
+        return batch[1] if self.tagged else batch
 
     def end_epoch(self, complete: bool) -> None:
-        """Set this epoch aside for checking (the recorder starts a new list for the next one)."""
+        """Set this epoch aside for checking (the recorder starts a new log for the next one)."""
         sampled = self.recorder.log if self.recorder is not None else IndexLog(0)
-        self._pending.append((complete, sampled, self._delivered, self._count))
+        self._pending.append((complete, sampled, self._delivered, self._count, self._batches))
         self._pending_size += sampled.size + self._count
         if self._pending_size > self.PENDING_LIMIT:
             self._check_pending()
 
     def _check_pending(self) -> None:
-        for complete, sampled, delivered, count in self._pending:
-            self._checked.append(self._check(complete, sampled, delivered, count))
+        for epoch in self._pending:
+            self._checked.append(self._check(*epoch))
         self._pending, self._pending_size = [], 0
 
-    def _check(self, complete: bool, sampled: IndexLog, delivered: IndexLog, count: int) -> EpochDelivery:
+    def _check(self, complete: bool, sampled: IndexLog, delivered: Optional[IndexLog], count: int,
+               batches: int) -> EpochDelivery:
         if not self.indexed:
             return check_iterable_epoch(self.dataset_length, count, complete, self.num_workers)
-        return check_epoch(
+        recorded = sampled.recorded()
+        # Without tags the delivered indices are the first ``count`` sampled, if no batch was lost.
+        result = check_epoch(
             self.promise,  # type: ignore[arg-type]
-            sampled.recorded(),
-            delivered.recorded(),
+            recorded,
+            recorded[:count] if delivered is None else delivered.recorded(),
             complete=complete,
             batch_size=self.batch_size,
             drop_last=self.drop_last,
             in_order=self.in_order,
         )
+        if delivered is None and complete and batches != sampled.batches:
+            result.problems.insert(0, f"delivered {batches} of the {sampled.batches} batches the sampler yielded")
+        return result
 
     @property
     def epochs(self) -> list[EpochDelivery]:

@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import IterableDataset
 
 from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform
-from loaderexp.delivery import DeliveryTracker, IndexedDataset, RecordingBatchSampler, indexed_collate
+from loaderexp.delivery import DeliveryTracker, RecordingBatchSampler, instrumented
 from loaderexp.measure import BudgetSpec, RepeatTiming, classify, percentile, run_repeat, spread
 from loaderexp.resources import ResourceMonitor
 from loaderexp.steps import Consumer, make_step
@@ -69,14 +69,15 @@ def planned_batches(bench: Mapping[str, Any], batches_per_epoch: Optional[int]) 
 def measured_loader(
     dataset: Any, sampler_cfg: Mapping[str, Any], loader_cfg: Mapping[str, Any]
 ) -> tuple[torch.utils.data.DataLoader, Optional[RecordingBatchSampler]]:
-    """The configured DataLoader as loaderexp measures it: for a map-style dataset, each batch
-    tagged with its indices and the sampler's indices recorded (the delivery check)."""
+    """The configured DataLoader as loaderexp measures it: for a map-style dataset, the sampler's
+    indices recorded and, with workers, each batch tagged with its indices (the delivery check)."""
     if isinstance(dataset, IterableDataset):
         return build_loader(dataset, None, loader_cfg), None
     sampler = build_sampler(sampler_cfg, dataset)
     sampler = sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset)
     recorder = RecordingBatchSampler(sampler, loader_cfg["batch_size"], loader_cfg["drop_last"])
-    loader = build_loader(IndexedDataset(dataset), None, loader_cfg, batch_sampler=recorder, collate_fn=indexed_collate)
+    dataset, extra = instrumented(dataset, recorder, loader_cfg["num_workers"])
+    loader = build_loader(dataset, None, loader_cfg, **extra)
     return loader, recorder
 
 

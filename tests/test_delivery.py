@@ -6,7 +6,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler, WeightedRandomSampler
 
 from loaderexp.data.synthetic import SyntheticImages
-from loaderexp.delivery import DeliveryTracker, IndexedDataset, Promise, RecordingBatchSampler, check_epoch, indexed_collate
+from loaderexp.delivery import DeliveryTracker, Promise, RecordingBatchSampler, check_epoch, instrumented
 from loaderexp.measure import BudgetSpec, run_repeat
 
 EPOCH = BudgetSpec(mode="epochs", warmup_batches=0, epochs=1)
@@ -14,8 +14,8 @@ EPOCH = BudgetSpec(mode="epochs", warmup_batches=0, epochs=1)
 
 def measure_delivery(sampler, dataset, batch_size=8, drop_last=False, num_workers=0, wrap=lambda loader: loader):
     recorder = RecordingBatchSampler(sampler, batch_size, drop_last)
-    loader = DataLoader(IndexedDataset(dataset), batch_sampler=recorder, num_workers=num_workers,
-                        collate_fn=indexed_collate)
+    dataset, extra = instrumented(dataset, recorder, num_workers)
+    loader = DataLoader(dataset, num_workers=num_workers, **extra)
     delivery = DeliveryTracker(recorder=recorder, dataset_length=len(dataset), batch_size=batch_size,
                                drop_last=drop_last, in_order=True, num_workers=num_workers)
     run_repeat(wrap(loader), EPOCH, delivery)
@@ -91,9 +91,29 @@ def test_loader_that_loses_a_batch_is_caught():
         return Lossy()
 
     data = dataset()
-    delivery = measure_delivery(SequentialSampler(data), data, wrap=skip_third_batch)
+    # With workers each batch's tag says which indices went missing.
+    delivery = measure_delivery(SequentialSampler(data), data, num_workers=2, wrap=skip_third_batch)
     assert delivery.ok is False
     assert any("8 missing" in p for p in delivery.problems)
+    # Without workers nothing is tagged; the count of batches still shows the loss.
+    delivery = measure_delivery(SequentialSampler(data), data, wrap=skip_third_batch)
+    assert delivery.ok is False
+    assert delivery.problems[0] == "delivered 6 of the 7 batches the sampler yielded"
+
+
+def test_batches_are_tagged_only_when_they_come_from_workers():
+    data = dataset(20)
+    for workers, tagged in ((0, False), (2, True)):
+        recorder = RecordingBatchSampler(SequentialSampler(data), 8, False)
+        wrapped, extra = instrumented(data, recorder, workers)
+        batch = next(iter(DataLoader(wrapped, num_workers=workers, **extra)))
+        tracker = DeliveryTracker(recorder=recorder, dataset_length=20, batch_size=8, drop_last=False, in_order=True,
+                                  num_workers=workers)
+        tracker.start_epoch()
+        images, labels = tracker.payload(batch)  # the user's batch, exactly as default_collate made it
+        assert torch.equal(images, data.images[:8]) and torch.equal(labels, data.targets[:8])
+        assert isinstance(batch[0], bytes) is tagged
+        assert tracker.take(batch) == 8
 
 
 def test_partial_epoch_must_be_a_prefix_of_what_was_sampled():
@@ -146,7 +166,7 @@ def test_epochs_are_checked_after_the_measurement_not_at_each_boundary(monkeypat
     real = module.check_epoch
     monkeypatch.setattr(module, "check_epoch", lambda *a, **k: checked.append(1) or real(*a, **k))
     recorder = RecordingBatchSampler(SequentialSampler(data), 4, False)
-    loader = DataLoader(IndexedDataset(data), batch_sampler=recorder, collate_fn=indexed_collate)
+    loader = DataLoader(data, batch_sampler=recorder)
     delivery = DeliveryTracker(recorder=recorder, dataset_length=16, batch_size=4, drop_last=False, in_order=True,
                                num_workers=0)
     run_repeat(loader, BudgetSpec(mode="epochs", warmup_batches=0, epochs=3), delivery)
