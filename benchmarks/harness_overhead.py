@@ -3,13 +3,15 @@
     python benchmarks/harness_overhead.py            # about 17 minutes on 2 cores
     python benchmarks/harness_overhead.py --quick    # a smaller version, for a smoke test (about 2 minutes)
 
-Prints three comparisons, each measured side by side in this one run:
+Prints three comparisons, each measured side by side in one run:
 
-1. harness cost: loaderexp's measurement (index tagging, delivery check, resource sampling thread,
-   the timed loop) against a bare ``for batch in loader: pass`` on the same dataset and DataLoader
-   settings, interleaved round by round, on the synthetic dataset where per-batch work is smallest
-   and overhead shows most: at the default batch_size (128), with 2 workers, and at batch_size 64.
-   The median of the paired ratios and its 95% confidence interval; target: under 2% of throughput.
+1. harness cost: loaderexp's measurement (the delivery check's instrumentation, the resource
+   sampling thread, the timed loop) against a bare ``for batch in loader: pass`` on the same dataset
+   and DataLoader settings, interleaved round by round, on the synthetic dataset where per-batch work
+   is smallest and overhead shows most: at the default settings (batch_size 128, no workers), with 2
+   workers, and at batch_size 64.  Each setting runs in several fresh processes (a process's heap
+   layout moves the ratio by a percent or more); the median of the paired ratios and its 95%
+   confidence interval across processes and rounds.  Target: under 2% of throughput.
 2. per-job overhead of a real multirun (Hydra compose, output folders, MLflow logging, the measuring
    process) beyond the loading time itself: the marginal cost of one more job.  Target: under 1 s.
 3. fixed budget vs whole epochs: a num_workers 0..4 sweep on the default CIFAR-10 data with a
@@ -20,8 +22,9 @@ Prints three comparisons, each measured side by side in this one run:
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -73,28 +76,33 @@ def bare_loop(loader, warmup: int, batches: int) -> Clocks:
                 return clocks
 
 
-def median_ci(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Distribution-free confidence interval of the median: order statistics at binomial ranks."""
-    ordered, n = sorted(values), len(values)
-    tail, k = 0.0, 0  # the largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2
-    while k < n // 2:
-        tail += math.comb(n, k) / 2**n
-        if tail > (1 - confidence) / 2:
-            break
-        k += 1
-    k = max(k, 1)
-    return ordered[k - 1], ordered[n - k]
+def median_ci(groups: list[list[float]], confidence: float = 0.95, draws: int = 2000) -> tuple[float, float, float]:
+    """Median of the pooled values and a cluster-bootstrap confidence interval for it.
+
+    Each group is one process's rounds.  Rounds within a process share its heap layout, which
+    moves a ratio by a percent or more from one process to the next: resampling the processes
+    as well as their rounds puts that spread into the interval instead of hiding it.
+    """
+    rng = random.Random(0)
+    medians = []
+    for _ in range(draws):
+        sample: list[float] = []
+        for group in rng.choices(groups, k=len(groups)):
+            sample += rng.choices(group, k=len(group))
+        medians.append(statistics.median(sample))
+    medians.sort()
+    tail = int(draws * (1 - confidence) / 2)
+    return statistics.median([v for g in groups for v in g]), medians[tail], medians[draws - 1 - tail]
 
 
-def harness_cost(rounds: int, batches: int, workers: int, batch_size: int) -> dict[str, float]:
-    """Paired, interleaved rounds of bare loops and loaderexp's measurement on one dataset.
+def harness_rounds(rounds: int, batches: int, workers: int, batch_size: int) -> dict[str, list[float]]:
+    """Paired, interleaved rounds of bare loops and loaderexp's measurement, in this process.
 
     Each round runs three loops over the same sample order (same seed) and the same number of
-    batches, which crosses epoch boundaries, so per-epoch bookkeeping is paid too: a bare loop
-    over the plain DataLoader, a bare loop over the DataLoader as loaderexp builds it (batches
-    tagged with their indices for the delivery check), and loaderexp's measurement.  Costs are
-    medians of the per-round throughput ratios, with 95% confidence intervals: a single ratio on
-    a shared machine moves by several percent.
+    batches: a bare loop over the plain DataLoader, a bare loop over the DataLoader as loaderexp
+    builds it for the delivery check (its sampler recorded and, with workers, each batch tagged
+    with its indices), and loaderexp's measurement.  Returns each loop's rate per round and the
+    loop's own share of the measured window.
     """
     cfg = plain_config(["dataset=synthetic", "tracking=none", f"loader.num_workers={workers}",
                         f"loader.batch_size={batch_size}", "bench.warmup_batches=10", f"bench.batches={batches}",
@@ -108,28 +116,39 @@ def harness_cost(rounds: int, batches: int, workers: int, batch_size: int) -> di
     def bare() -> float:
         return bare_over(lambda: build_loader(dataset, build_sampler(cfg["sampler"], dataset), cfg["loader"]))
 
-    def tagged() -> float:
+    def instrumented() -> float:
         return bare_over(lambda: measured_loader(dataset, cfg["sampler"], cfg["loader"])[0])
 
     def harness() -> float:
         clocks = Clocks(batches)
-        own.append(measure_job(cfg, on_batch=clocks, dataset=dataset).metrics["loop_overhead_fraction"])
+        rates["own"].append(measure_job(cfg, on_batch=clocks, dataset=dataset).metrics["loop_overhead_fraction"])
         return clocks.rate(batch_size)
 
-    loops = [bare, tagged, harness]
-    rates: dict[str, list[float]] = {loop.__name__: [] for loop in loops}
-    own: list[float] = []
+    loops = [bare, instrumented, harness]
+    rates: dict[str, list[float]] = {name: [] for name in ("bare", "instrumented", "harness", "own")}
     for i in range(rounds):
         # Alternating the order: drift on the machine hits every loop alike.
         for loop in loops if i % 2 else loops[::-1]:
             rates[loop.__name__].append(loop())
+    return rates
+
+
+def harness_cost(processes: int, rounds: int, batches: int, workers: int, batch_size: int) -> dict[str, Any]:
+    """:func:`harness_rounds` in ``processes`` fresh processes (as each job of a sweep is measured
+    in one), pooled: median paired throughput ratios with their 95% confidence intervals."""
+    runs = []
+    for _ in range(processes):
+        args = [sys.executable, __file__, "--rounds-in-process", f"{rounds},{batches},{workers},{batch_size}"]
+        done = subprocess.run(args, check=True, capture_output=True, text=True)
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
 
     def paired(top: str, bottom: str) -> tuple[float, float, float]:
-        ratios = [t / b for t, b in zip(rates[top], rates[bottom])]
-        return (statistics.median(ratios), *median_ci(ratios))
+        return median_ci([[t / b for t, b in zip(run[top], run[bottom])] for run in runs])
 
-    return {"total": paired("harness", "bare"), "tagging": paired("tagged", "bare"),
-            "loop": paired("harness", "tagged"), "own": statistics.median(own)}
+    per_process = [statistics.median(t / b for t, b in zip(run["harness"], run["bare"])) for run in runs]
+    return {"total": paired("harness", "bare"), "instrumented": paired("instrumented", "bare"),
+            "loop": paired("harness", "instrumented"), "own": statistics.median(o for run in runs for o in run["own"]),
+            "per_process": per_process}
 
 
 def sweep_wall(jobs: int, store: str, folder: Path) -> tuple[float, list[RunResult]]:
@@ -222,30 +241,57 @@ def budget_vs_epochs(workers: list[int], epoch_rounds: int, data: list[str]) -> 
           f" ({100 * budget_s / (epoch_s * epoch_rounds):.0f}%): same best num_workers, in a fraction of the time: {verdict}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer rounds and batches (a smoke test)")
-    args = parser.parse_args()
-    os.environ.setdefault("LOADEREXP_DATA_ROOT", str(REPO / "data"))
-    rounds, samples, jobs = (3, 3_200, 3) if args.quick else (60, 64_000, 9)
-    print(f"host: {os.cpu_count()} CPUs; torch threads {__import__('torch').get_num_threads()}")
-    print(f"\n1. harness cost on the synthetic dataset (target < 2%): {rounds} interleaved rounds of {samples:,} samples")
+# (num_workers, batch_size, what it shows): the default settings, with workers, and half the batch.
+COST_SETTINGS = [(0, 128, "the default settings"), (2, 128, "with workers"),
+                 (0, 64, "half the batch: twice the per-batch overhead")]
+
+
+def cost_plan(workers: int, quick: bool) -> tuple[int, int, int]:
+    """(processes, rounds per process, samples per loop).  Without workers, many short rounds:
+    a slow spell of the machine then spoils fewer of them.  With workers a loop starts its
+    processes first, so rounds are longer (and cross epochs, paying each epoch's start-up)."""
+    if quick:
+        return 2, 2, 3_200
+    return (5, 40, 19_200) if workers == 0 else (3, 20, 64_000)
+
+
+def print_harness_cost(quick: bool) -> None:
+    print("\n1. harness cost on the synthetic dataset (target < 2%): each setting in fresh processes, each running"
+          " interleaved rounds of a bare loop and loaderexp; medians of the paired ratios, 95% CIs across processes and rounds")
 
     def cost(ratio: tuple[float, float, float]) -> str:
         median, low, high = ratio
         return f"{100 * (1 - median):+.1f}% (95% CI {100 * (1 - high):+.1f}%..{100 * (1 - low):+.1f}%)"
 
-    for workers, batch_size in ((0, 128), (2, 128), (0, 64)):
-        r = harness_cost(rounds, samples // batch_size, workers, batch_size)
+    for workers, batch_size, label in COST_SETTINGS:
+        processes, rounds, samples = cost_plan(workers, quick)
+        r = harness_cost(processes, rounds, samples // batch_size, workers, batch_size)
         low, high = r["total"][1:]
         verdict = "met" if 1 - low < 0.02 else "not met" if 1 - high > 0.02 else "not shown"
-        label = "the default batch_size" if batch_size == 128 else "half the batch: twice the per-batch overhead"
-        print(f"   num_workers={workers}, batch_size={batch_size} ({label}): loaderexp against a bare loop over the plain"
-              f" DataLoader costs {cost(r['total'])}: target {verdict}")
-        print(f"      of which the delivery check's index tagging (bare loop, tagged vs plain DataLoader) {cost(r['tagging'])},"
-              f" the measurement loop and resource sampling (loaderexp vs a bare loop over the same tagged DataLoader)"
-              f" {cost(r['loop'])}; the loop's own time per batch {100 * r['own']:.2f}% of the window"
+        per_process = ", ".join(f"{100 * (1 - m):+.1f}%" for m in r["per_process"])
+        print(f"   num_workers={workers}, batch_size={batch_size} ({label}; {processes} processes x {rounds} rounds of"
+              f" {samples:,} samples): loaderexp against a bare loop over the plain DataLoader costs {cost(r['total'])}:"
+              f" target {verdict}; per process {per_process}")
+        what = "recorded sampler, batches tagged with their indices" if workers else "recorded sampler, nothing tagged"
+        print(f"      of which the delivery check's instrumentation ({what}; bare loops over both DataLoaders)"
+              f" {cost(r['instrumented'])}, the measurement loop and resource sampling (loaderexp vs a bare loop over the"
+              f" same DataLoader) {cost(r['loop'])}; the loop's own time per batch {100 * r['own']:.2f}% of the window"
               f"{' (with workers it includes time the loop was preempted)' if workers else ''}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and batches (a smoke test)")
+    parser.add_argument("--rounds-in-process", metavar="ROUNDS,BATCHES,WORKERS,BATCH_SIZE",
+                        help="(internal) run section 1's rounds in this process and print their rates as JSON")
+    args = parser.parse_args()
+    os.environ.setdefault("LOADEREXP_DATA_ROOT", str(REPO / "data"))
+    if args.rounds_in_process:
+        print(json.dumps(harness_rounds(*(int(v) for v in args.rounds_in_process.split(",")))))
+        return
+    jobs = 3 if args.quick else 9
+    print(f"host: {os.cpu_count()} CPUs; torch threads {__import__('torch').get_num_threads()}")
+    print_harness_cost(args.quick)
     pairs = 1 if args.quick else 3
     marginals = per_job_overhead(jobs, pairs)
     marginal, overhead = marginals[len(marginals) // 2]

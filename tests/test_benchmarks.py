@@ -27,7 +27,7 @@ def test_harness_overhead_quick(data_root):
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert out.count("against a bare loop over the plain DataLoader costs") == 3 and "target " in out
-    assert out.count("of which the delivery check's index tagging") == 3
+    assert out.count("of which the delivery check's instrumentation") == 3
     assert "2. per-job overhead in a real multirun" in out and "of which" in out
     assert "3. fixed budget vs whole epochs" in out
     assert "recommended num_workers" in out and "same best num_workers, in a fraction of the time:" in out
