@@ -19,7 +19,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional, Sized
+from typing import Any, Callable, Iterator, Optional, Sized
 
 from torch.utils.data import BatchSampler, Dataset, Sampler, default_collate
 from torch.utils.data.distributed import DistributedSampler
@@ -274,10 +274,12 @@ class DeliveryTracker:
         self._pending: list[tuple[bool, IndexLog, Optional[IndexLog], int, int]] = []
         self._pending_size = 0
         self._delivered: Optional[IndexLog] = None
-        self._count = 0
-        self._batches = 0
-        # Bound once: the measured loop calls one of these per batch.
-        self.take = self._take_tagged if self.tagged else self._take_recorded if self.indexed else self._take_counted
+        self._count = 0  # samples delivered in the current epoch (tagged and counted batches)
+        self._ended = 0  # samples delivered in ended epochs
+        self._in_epoch = False
+        # Called by the measured loop for each batch; None when the recorder already knows it all.
+        self.take: Optional[Callable[[Any], None]] = (
+            self._take_tagged if self.tagged else None if self.indexed else self._take_counted)
 
     def start_epoch(self) -> None:
         # One log per epoch, sized up front, not one object kept per batch: a small allocation
@@ -285,37 +287,39 @@ class DeliveryTracker:
         # land in fresh pages (measured: 3-4% of a fast loader's throughput).
         promised = self.promise.count if self.promise is not None else None
         self._delivered = PackedIndexLog(promised or 0) if self.tagged else None
-        self._count = self._batches = 0
+        self._count = 0
+        self._in_epoch = True
 
-    def _take_tagged(self, batch: Any) -> int:
-        """Log the batch's indices; its number of samples."""
-        self._delivered.add(batch[0])  # type: ignore[union-attr]
-        count = len(batch[0]) >> 3
-        self._count += count
-        return count
+    def _take_tagged(self, batch: Any) -> None:
+        tag = batch[0]
+        self._delivered.add(tag)  # type: ignore[union-attr]
+        self._count += len(tag) // PackedIndexLog.ITEM
 
-    def _take_recorded(self, batch: Any) -> int:
+    def _take_counted(self, batch: Any) -> None:
+        self._count += batch_size_and_bytes(batch)[0]
+
+    def _epoch_count(self) -> int:
         # Without workers the sampler yields a batch's indices just before the batch is fetched:
-        # the indices recorded since the previous batch are this one's.
-        count = self.recorder.log.size - self._count  # type: ignore[union-attr]
-        self._count += count
-        self._batches += 1
-        return count
+        # every index recorded so far this epoch was delivered.
+        return self.recorder.log.size if self.indexed and not self.tagged else self._count  # type: ignore[union-attr]
 
-    def _take_counted(self, batch: Any) -> int:
-        count = batch_size_and_bytes(batch)[0]
-        self._count += count
-        return count
+    def delivered(self) -> int:
+        """Samples delivered so far, across epochs (the measured loop counts its window's from this)."""
+        return self._ended + (self._epoch_count() if self._in_epoch else 0)
 
     def payload(self, batch: Any) -> Any:
         """The batch as the user's dataset made it (indices removed)."""
         return batch[1] if self.tagged else batch
 
-    def end_epoch(self, complete: bool) -> None:
-        """Set this epoch aside for checking (the recorder starts a new log for the next one)."""
+    def end_epoch(self, complete: bool, batches: int) -> None:
+        """Set this epoch, of ``batches`` batches taken, aside for checking (the recorder starts a
+        new log for the next one)."""
+        count = self._epoch_count()
+        self._ended += count
+        self._in_epoch = False
         sampled = self.recorder.log if self.recorder is not None else IndexLog(0)
-        self._pending.append((complete, sampled, self._delivered, self._count, self._batches))
-        self._pending_size += sampled.size + self._count
+        self._pending.append((complete, sampled, self._delivered, count, batches))
+        self._pending_size += sampled.size + count
         if self._pending_size > self.PENDING_LIMIT:
             self._check_pending()
 

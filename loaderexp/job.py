@@ -236,11 +236,6 @@ def summarize(
         "measured_samples": float(sum(r.samples for r in repeats)),
         "measured_seconds": window,
         "warmup_seconds": sum(r.warmup_s for r in repeats),
-        # The loop's own time inside the window (not waiting, not copying or stepping): an upper
-        # bound on what the harness adds, as it includes freeing the previous batch and, with more
-        # busy processes than cores, the time the loop was preempted.
-        "loop_overhead_fraction": (window - wait_total - sum(b for r in repeats for b in r.busy_s)) / window
-        if window > 0 else float("nan"),
         "repeats": float(len(repeats)),
         "noisy": float(throughput.noisy(bench["noise_threshold"])),
     }

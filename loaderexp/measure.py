@@ -12,6 +12,7 @@ one starts, its start-up cost counted, as in training.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -42,12 +43,12 @@ class RunTimeout(RuntimeError):
 class RepeatTiming:
     startup_s: list[float] = field(default_factory=list)  # iterator creation -> first batch, per epoch
     epoch_s: list[float] = field(default_factory=list)  # wall time of each complete epoch
-    wait_s: list[float] = field(default_factory=list)  # next() per measured batch
+    wait_s: list[float] = field(default_factory=list)  # end of the previous batch's work -> arrival
     busy_s: list[float] = field(default_factory=list)  # copy + step per measured batch
     samples: int = 0
     sample_bytes: float = 0.0  # of one sample, from the first measured batch
-    window_s: float = 0.0  # first measured batch requested -> last measured batch processed
-    warmup_s: float = 0.0  # repeat start -> first measured batch requested (start-up and warm-up)
+    window_s: float = 0.0  # end of warm-up -> last measured batch processed
+    warmup_s: float = 0.0  # repeat start -> end of warm-up (start-up and warm-up batches)
 
     @property
     def batches(self) -> int:
@@ -72,75 +73,78 @@ def run_repeat(
 ) -> RepeatTiming:
     """Measure one repeat of ``loader`` under ``budget``.
 
-    The per-batch path is kept to clock reads, stores and integer compares (about a
-    microsecond in CPython): on a fast in-memory dataset a batch takes a few hundred, and
-    everything else (bytes, window, epoch checks) is worked out once, outside it.  The
-    per-batch timings go into lists sized up front: a list that grows is reallocated every
-    few dozen batches, and a block kept between two batch-sized buffers moves where later
-    batches land (cold memory), a cost the bare loader would not have.
+    A batch's wait runs from the end of the previous batch's work (or the epoch's start, its
+    iterator and workers included) to its arrival; its busy time from arrival to the end of
+    ``process``.  The loop's own bookkeeping falls into the next wait, as a training loop's
+    would.  Per batch the loop does as little as a bare ``for batch in loader`` allows: one
+    clock read (two with a step), a few stores and compares, and nothing else: on a fast
+    in-memory dataset each Python operation shows, and what the loop touches between batches
+    evicts what the loader's own code would find in cache.  Everything else (samples, bytes,
+    epoch checks) is counted once, outside the loop.  The timings go into lists sized up front:
+    a list that grows is reallocated every few dozen batches, and a block kept between two
+    batch-sized buffers moves where later batches land, a cost the bare loop would not have.
     """
     timing = RepeatTiming()
     capacity = _expected_batches(loader, budget)
-    waits, busies = [0.0] * capacity, [0.0] * capacity
+    waits, busies = [0.0] * capacity, [0.0] * capacity  # busy stays 0 without a step
     count = 0  # measured batches
     seen = 0  # batches including warm-up
     warmup = budget.warmup_batches
-    batch_limit = budget.batches if budget.mode == "batches" else None
-    seconds_limit = budget.seconds if budget.mode == "seconds" else None
-    max_seconds = budget.max_seconds
-    take, payload = delivery.take, delivery.payload
+    batch_limit = budget.batches if budget.mode == "batches" else -1
+    seconds = budget.seconds if budget.mode == "seconds" else math.inf
+    take, payload = delivery.take, delivery.payload  # take is None when nothing is logged per batch
+    repeat_start = done = clock()
+    hard_deadline = repeat_start + budget.max_seconds
+    deadline = math.inf
     window_start: Optional[float] = None
-    done = 0.0
+    delivered_before = delivery.delivered() if warmup == 0 else 0
     epochs_done = 0
-    repeat_start = clock()
     finished = False
     while not finished:
         delivery.start_epoch()
-        epoch_start = clock()
+        epoch_start = previous = clock()
+        epoch_first = seen
         iterator = iter(loader)
-        first_of_epoch = True
         complete = False
-        while True:
-            requested = clock()
-            try:
-                batch = next(iterator)
-            except StopIteration:
-                complete = True
-                break
+        for batch in iterator:  # `batch` is the only reference, as in a bare loop
             arrived = clock()
-            if first_of_epoch:
+            if seen == epoch_first:
                 timing.startup_s.append(arrived - epoch_start)
-                first_of_epoch = False
-            # `batch` stays the only reference to the batch, as in `for batch in loader`: a
-            # second one changes when its buffers are freed and where the next batch lands.
-            samples = take(batch)
-            measured = seen >= warmup
+            if take is not None:
+                take(batch)
             if process is not None:
-                process(payload(batch), measured)
-            done = clock()
+                process(payload(batch), seen >= warmup)
+                done = clock()
+            else:
+                done = arrived
             seen += 1
-            if measured:
+            if seen > warmup:
                 if window_start is None:
-                    window_start = requested
-                    timing.warmup_s = requested - repeat_start
-                    # Collated batches stack equal-shaped samples: bytes per sample are measured once.
-                    timing.sample_bytes = batch_size_and_bytes(payload(batch))[1] / max(samples, 1)
+                    window_start = previous
+                    deadline = window_start + seconds
+                    timing.warmup_s = previous - repeat_start
+                    samples, size = batch_size_and_bytes(payload(batch))
+                    timing.sample_bytes = size / max(samples, 1)  # collated samples share a shape
                 if count < capacity:
-                    waits[count] = arrived - requested
+                    waits[count] = arrived - previous
                     busies[count] = done - arrived
                 else:
-                    waits.append(arrived - requested)
+                    waits.append(arrived - previous)
                     busies.append(done - arrived)
                 count += 1
-                timing.samples += samples
                 if on_batch is not None:
                     on_batch(count)
-                if count == batch_limit or (seconds_limit is not None and done - window_start >= seconds_limit):
+                if count == batch_limit or done >= deadline:
                     finished = True
                     break
-            if done - repeat_start > max_seconds:
-                raise RunTimeout(f"a repeat ran past bench.max_run_seconds={max_seconds:g}")
-        delivery.end_epoch(complete)
+            elif seen == warmup:
+                delivered_before = delivery.delivered()
+            if done > hard_deadline:
+                raise RunTimeout(f"a repeat ran past bench.max_run_seconds={budget.max_seconds:g}")
+            previous = done
+        else:
+            complete = True
+        delivery.end_epoch(complete, seen - epoch_first)
         if complete:
             epochs_done += 1
             timing.epoch_s.append(clock() - epoch_start)
@@ -156,6 +160,7 @@ def run_repeat(
     timing.wait_s, timing.busy_s = waits, busies
     if window_start is not None:
         timing.window_s = done - window_start
+        timing.samples = delivery.delivered() - delivered_before
     return timing
 
 

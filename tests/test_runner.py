@@ -26,7 +26,6 @@ def test_run_writes_result_json_and_an_mlflow_run(compose_cfg, store, tmp_path):
     assert metrics["measured_samples"] == 320
     assert 0 < metrics["wait_p50_ms"] <= metrics["wait_p95_ms"]
     assert metrics["time_to_first_batch_s"] > 0
-    assert 0 <= metrics["loop_overhead_fraction"] < 1
     assert metrics["delivery_ok"] == 1.0
     assert metrics["h2d_measured"] == 0.0
     assert saved["info"]["h2d"].startswith("CUDA not available")
