@@ -1,6 +1,6 @@
 """Does loaderexp distort what it measures, and is a short sweep as good as timing whole epochs?
 
-    python benchmarks/harness_overhead.py            # about 17 minutes on 2 cores
+    python benchmarks/harness_overhead.py            # about 20 minutes on 2 cores
     python benchmarks/harness_overhead.py --quick    # a smaller version, for a smoke test (about 2 minutes)
 
 Prints three comparisons, each measured side by side in one run:
