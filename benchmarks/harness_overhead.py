@@ -110,10 +110,11 @@ def harness_rounds(rounds: int, batches: int, workers: int, batch_size: int) -> 
                         f"loader.batch_size={batch_size}", "bench.warmup_batches=10", f"bench.batches={batches}",
                         "bench.repeats=1"])
     dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
+    warmup = cfg["bench"]["warmup_batches"]  # the bare loops skip as many as loaderexp does
 
     def bare_over(make_loader: Callable[[], Any]) -> float:
         seed_everything(cfg["bench"]["seed"])  # as measure_job does: the same permutation
-        return bare_loop(make_loader(), 10, batches).rate(batch_size)
+        return bare_loop(make_loader(), warmup, batches).rate(batch_size)
 
     def bare() -> float:
         return bare_over(lambda: build_loader(dataset, build_sampler(cfg["sampler"], dataset), cfg["loader"]))
@@ -147,10 +148,13 @@ def harness_cost(processes: int, rounds: int, batches: int, workers: int, batch_
         done = subprocess.run(args, check=True, capture_output=True, text=True)
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
 
-    def paired(top: str, bottom: str) -> tuple[float, float, float]:
-        return median_ci([[t / b for t, b in zip(run[top], run[bottom])] for run in runs])
+    def ratios(top: str, bottom: str) -> list[list[float]]:  # per process, per round
+        return [[t / b for t, b in zip(run[top], run[bottom])] for run in runs]
 
-    per_process = [statistics.median(t / b for t, b in zip(run["harness"], run["bare"])) for run in runs]
+    def paired(top: str, bottom: str) -> tuple[float, float, float]:
+        return median_ci(ratios(top, bottom))
+
+    per_process = [statistics.median(group) for group in ratios("harness", "bare")]
     return {"total": paired("harness", "bare"), "instrumented": paired("instrumented", "bare"),
             "loop": paired("harness", "instrumented"), "control": paired("bare_again", "bare"),
             "per_process": per_process}

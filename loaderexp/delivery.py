@@ -274,7 +274,7 @@ class DeliveryTracker:
         self._pending: list[tuple[bool, IndexLog, Optional[IndexLog], int, int]] = []
         self._pending_size = 0
         self._delivered: Optional[IndexLog] = None
-        self._count = 0  # samples delivered in the current epoch (tagged and counted batches)
+        self._count = 0  # samples delivered in the current epoch (iterable data: counted per batch)
         self._ended = 0  # samples delivered in ended epochs
         self._in_epoch = False
         # Called by the measured loop for each batch; None when the recorder already knows it all.
@@ -291,17 +291,19 @@ class DeliveryTracker:
         self._in_epoch = True
 
     def _take_tagged(self, batch: Any) -> None:
-        tag = batch[0]
-        self._delivered.add(tag)  # type: ignore[union-attr]
-        self._count += len(tag) // PackedIndexLog.ITEM
+        self._delivered.add(batch[0])  # type: ignore[union-attr]
 
     def _take_counted(self, batch: Any) -> None:
         self._count += batch_size_and_bytes(batch)[0]
 
     def _epoch_count(self) -> int:
-        # Without workers the sampler yields a batch's indices just before the batch is fetched:
-        # every index recorded so far this epoch was delivered.
-        return self.recorder.log.size if self.indexed and not self.tagged else self._count  # type: ignore[union-attr]
+        if self.tagged:
+            return self._delivered.size // PackedIndexLog.ITEM  # type: ignore[union-attr]
+        if self.indexed:
+            # Without workers the sampler yields a batch's indices just before the batch is
+            # fetched: every index recorded so far this epoch was delivered.
+            return self.recorder.log.size  # type: ignore[union-attr]
+        return self._count
 
     def delivered(self) -> int:
         """Samples delivered so far, across epochs (the measured loop counts its window's from this)."""
