@@ -7,11 +7,14 @@ Prints three comparisons, each measured side by side in one run:
 
 1. harness cost: loaderexp's measurement (the delivery check's instrumentation, the resource
    sampling thread, the timed loop) against a bare ``for batch in loader: pass`` on the same dataset
-   and DataLoader settings, interleaved round by round, on the synthetic dataset where per-batch work
-   is smallest and overhead shows most: at the default settings (batch_size 128, no workers), with 2
-   workers, and at batch_size 64.  Each setting runs in several fresh processes (a process's heap
-   layout moves the ratio by a percent or more); the median of the paired ratios and its 95%
-   confidence interval across processes and rounds.  Target: under 2% of throughput.
+   and DataLoader settings, on the synthetic dataset where per-batch work is smallest and overhead
+   shows most: at the default settings (batch_size 128, no workers), with 2 workers, and at
+   batch_size 64.  Without workers the two loops take turns batch by batch, so that both see the same
+   machine (a shared VM's speed moves by tens of percent within seconds); with workers, whole
+   loops alternate round by round.  Each setting runs in several fresh processes (a process's
+   memory layout moves the ratio by a percent or more), with a control: a bare loop against a bare
+   loop.  The median of the paired ratios and its 95% confidence interval across processes and
+   rounds.  Target: under 2% of throughput.
 2. per-job overhead of a real multirun (Hydra compose, output folders, MLflow logging, the measuring
    process) beyond the loading time itself: the marginal cost of one more job.  Target: under 1 s.
 3. fixed budget vs whole epochs: a num_workers 0..4 sweep on the default CIFAR-10 data with a
@@ -66,24 +69,68 @@ class Clocks:
         return (self.batches - 1) * batch_size / (self.end - self.start)
 
 
-def bare_loop(loader, warmup: int, batches: int) -> Clocks:
-    """``for batch in loader`` after ``warmup`` batches: nothing but the loop and the two clocks."""
-    clocks, seen = Clocks(batches), 0
+class Passenger:
+    """A bare ``for batch in loader: pass`` that another loop, the driver, advances one batch at a time.
+
+    The driver (loaderexp's measurement, or a bare loop) calls it after each of its measured
+    batches: the passenger fetches one batch of its own, timed, and the driver's batch is the
+    time between two calls.  Paired batch by batch, both loops see the same machine: on a shared
+    VM its speed moves by tens of percent from one second to the next, which rounds of whole
+    loops only average out over many processes.  Each loop keeps its batch until its next one is
+    made, as a bare loop does: then each fetch finds the same batches alive (its own and the
+    other loop's), and neither writes into memory the other has just warmed.  (Freeing the
+    passenger's batch at once, the control read +1% to +4% at batch_size 128.)
+    """
+
+    def __init__(self, loader, warmup: int):
+        self.loader = loader
+        self.iterator = iter(loader)
+        for _ in range(warmup):
+            self._fetch()
+        self.batch: Any = None
+        self.own = self.driver = 0.0
+        self.left: float | None = None  # when the previous call returned
+
+    def _fetch(self) -> Any:
+        try:
+            return next(self.iterator)
+        except StopIteration:  # the next epoch, as a bare loop's `for` would start it
+            self.iterator = iter(self.loader)
+            return next(self.iterator)
+
+    def __call__(self, done: int, total=None) -> None:
+        entered = time.perf_counter()
+        self.batch = self._fetch()  # the previous batch freed after the next is made, as in a bare loop
+        left = time.perf_counter()
+        if self.left is not None:  # from the second call: one driver batch and one passenger batch each
+            self.driver += entered - self.left
+            self.own += left - entered
+        self.left = left
+
+    def ratio(self) -> float:
+        """The driver's throughput relative to the passenger's."""
+        return self.own / self.driver
+
+
+def bare_loop(loader, warmup: int, batches: int, on_batch: Callable[[int], None]) -> None:
+    """``for batch in loader`` for ``warmup`` + ``batches`` batches, calling ``on_batch`` after each measured one."""
+    seen = 0
     while True:
         for batch in loader:
             seen += 1
             if seen > warmup:
-                clocks(seen - warmup)
+                on_batch(seen - warmup)
             if seen == warmup + batches:
-                return clocks
+                return
 
 
 def median_ci(groups: list[list[float]], confidence: float = 0.95, draws: int = 2000) -> tuple[float, float, float]:
     """Median of the pooled values and a cluster-bootstrap confidence interval for it.
 
-    Each group is one process's rounds.  Rounds within a process share its heap layout, which
-    moves a ratio by a percent or more from one process to the next: resampling the processes
-    as well as their rounds puts that spread into the interval instead of hiding it.
+    Each group is one process's rounds.  A process's memory layout (which physical pages its
+    batches land on) moves a ratio by a percent or more, the same way for all of its rounds:
+    resampling the processes as well as their rounds puts that spread into the interval
+    instead of hiding it.
     """
     rng = random.Random(0)
     medians = []
@@ -97,67 +144,83 @@ def median_ci(groups: list[list[float]], confidence: float = 0.95, draws: int = 
     return statistics.median([v for g in groups for v in g]), medians[tail], medians[draws - 1 - tail]
 
 
-def harness_rounds(rounds: int, batches: int, workers: int, batch_size: int) -> dict[str, list[float]]:
-    """Paired, interleaved rounds of bare loops and loaderexp's measurement, in this process.
+def cost_rounds(rounds: int, batches: int, workers: int, batch_size: int) -> dict[str, list[float]]:
+    """Section 1's paired throughput ratios in this process, one per round, for each comparison:
+    ``total`` (loaderexp against a bare loop over the plain DataLoader), ``instrumented`` (a bare
+    loop over the DataLoader as loaderexp builds it for the delivery check: its sampler recorded
+    and, with workers, each batch tagged with its indices), ``loop`` (loaderexp against that bare
+    loop) and ``control`` (a bare loop against a bare loop: how large a difference the method
+    reads when there is none).
 
-    Each round runs four loops over the same sample order (same seed) and the same number of
-    batches: a bare loop over the plain DataLoader, a bare loop over the DataLoader as loaderexp
-    builds it for the delivery check (its sampler recorded and, with workers, each batch tagged
-    with its indices), loaderexp's measurement, and the bare loop again (the control: its ratio
-    to the first shows how large a difference the method can see).  Each loop's rate per round.
+    Without workers the loops are paired batch by batch (:class:`Passenger`).  With workers each
+    loop's batches were prepared in the background while the other ran, so loops run whole, in
+    rounds, alternating their order.
     """
     cfg = plain_config(["dataset=synthetic", "tracking=none", f"loader.num_workers={workers}",
                         f"loader.batch_size={batch_size}", "bench.warmup_batches=10", f"bench.batches={batches}",
                         "bench.repeats=1"])
     dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
-    warmup = cfg["bench"]["warmup_batches"]  # the bare loops skip as many as loaderexp does
+    seed, warmup = cfg["bench"]["seed"], cfg["bench"]["warmup_batches"]  # bare loops skip as many as loaderexp
 
-    def bare_over(make_loader: Callable[[], Any]) -> float:
-        seed_everything(cfg["bench"]["seed"])  # as measure_job does: the same permutation
-        return bare_loop(make_loader(), warmup, batches).rate(batch_size)
+    def plain() -> Any:
+        return build_loader(dataset, build_sampler(cfg["sampler"], dataset), cfg["loader"])
 
-    def bare() -> float:
-        return bare_over(lambda: build_loader(dataset, build_sampler(cfg["sampler"], dataset), cfg["loader"]))
+    def instrumented() -> Any:
+        return measured_loader(dataset, cfg["sampler"], cfg["loader"])[0]
 
-    def bare_again() -> float:  # the control: what the method reads when nothing differs
-        return bare()
+    def measure(on_batch: Callable[[int], None], loader: Callable[[], Any] | None) -> None:
+        """One loop with ``on_batch`` after each measured batch: loaderexp's, or a bare one over ``loader()``."""
+        if loader is None:
+            measure_job(cfg, on_batch=on_batch, dataset=dataset)  # seeds itself
+        else:
+            seed_everything(seed)  # as measure_job does: the same sample order
+            bare_loop(loader(), warmup, batches, on_batch)
 
-    def instrumented() -> float:
-        return bare_over(lambda: measured_loader(dataset, cfg["sampler"], cfg["loader"])[0])
+    drivers = {"bare": plain, "instrumented": instrumented, "harness": None}
 
-    def harness() -> float:
-        clocks = Clocks(batches)
-        measure_job(cfg, on_batch=clocks, dataset=dataset)
-        return clocks.rate(batch_size)
+    def batch_by_batch(order: list[str]) -> dict[str, float]:
+        """Each driver against a bare passenger of its own; the bare driver's ratio is the control."""
+        paired = {}
+        for name in order:
+            seed_everything(seed + 1)  # another sample order: no rows shared in cache with the driver's
+            passenger = Passenger(plain(), warmup)
+            measure(passenger, drivers[name])
+            paired[name] = passenger.ratio()
+        return paired
 
-    loops = [bare, instrumented, harness, bare_again]
-    rates: dict[str, list[float]] = {loop.__name__: [] for loop in loops}
+    def whole_loops(order: list[str]) -> dict[str, float]:
+        """Each loop's rate, as a ratio to the first bare loop's; a second bare loop is the control."""
+        rates = {}
+        for name in order:
+            clocks = Clocks(batches)
+            measure(clocks, drivers[name.removesuffix("_again")])
+            rates[name] = clocks.rate(batch_size)
+        return {"harness": rates["harness"] / rates["bare"], "instrumented": rates["instrumented"] / rates["bare"],
+                "bare": rates["bare_again"] / rates["bare"]}
+
+    run_round, order = (batch_by_batch, list(drivers)) if workers == 0 else (whole_loops, [*drivers, "bare_again"])
+    ratios: dict[str, list[float]] = {"total": [], "instrumented": [], "loop": [], "control": []}
     for i in range(rounds):
-        # Alternating the order: drift on the machine hits every loop alike.
-        for loop in loops if i % 2 else loops[::-1]:
-            rates[loop.__name__].append(loop())
-    return rates
+        # Alternating the order: a drift of the machine, or a trace one loop leaves, hits all alike.
+        paired = run_round(order if i % 2 else order[::-1])
+        ratios["total"].append(paired["harness"])
+        ratios["instrumented"].append(paired["instrumented"])
+        ratios["loop"].append(paired["harness"] / paired["instrumented"])
+        ratios["control"].append(paired["bare"])
+    return ratios
 
 
 def harness_cost(processes: int, rounds: int, batches: int, workers: int, batch_size: int) -> dict[str, Any]:
-    """:func:`harness_rounds` in ``processes`` fresh processes (as each job of a sweep is measured
-    in one), pooled: median paired throughput ratios with their 95% confidence intervals."""
+    """:func:`cost_rounds` in ``processes`` fresh processes (as each job of a sweep is measured in
+    one), pooled: the median of each comparison's ratios with its 95% confidence interval."""
     runs = []
     for _ in range(processes):
         args = [sys.executable, __file__, "--rounds-in-process", f"{rounds},{batches},{workers},{batch_size}"]
         done = subprocess.run(args, check=True, capture_output=True, text=True)
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-
-    def ratios(top: str, bottom: str) -> list[list[float]]:  # per process, per round
-        return [[t / b for t, b in zip(run[top], run[bottom])] for run in runs]
-
-    def paired(top: str, bottom: str) -> tuple[float, float, float]:
-        return median_ci(ratios(top, bottom))
-
-    per_process = [statistics.median(group) for group in ratios("harness", "bare")]
-    return {"total": paired("harness", "bare"), "instrumented": paired("instrumented", "bare"),
-            "loop": paired("harness", "instrumented"), "control": paired("bare_again", "bare"),
-            "per_process": per_process}
+    pooled: dict[str, Any] = {name: median_ci([run[name] for run in runs]) for name in runs[0]}
+    pooled["per_process"] = [statistics.median(run["total"]) for run in runs]
+    return pooled
 
 
 def sweep_wall(jobs: int, store: str, folder: Path) -> tuple[float, list[RunResult]]:
@@ -267,17 +330,18 @@ COST_SETTINGS = [(0, 128, "the default settings"), (2, 128, "with workers"),
 
 
 def cost_plan(workers: int, quick: bool) -> tuple[int, int, int]:
-    """(processes, rounds per process, samples per loop).  Without workers, many short rounds:
-    a slow spell of the machine then spoils fewer of them.  With workers a loop starts its
-    processes first, so rounds are longer (and cross epochs, paying each epoch's start-up)."""
+    """(processes, rounds per process, samples per loop).  Without workers, loops paired batch by
+    batch agree within a process, and processes differ by their memory layout: many short
+    processes.  With workers, longer rounds (they cross epochs, paying each epoch's start-up)."""
     if quick:
         return 2, 2, 3_200
-    return (5, 40, 19_200) if workers == 0 else (3, 20, 64_000)
+    return (16, 5, 19_200) if workers == 0 else (6, 10, 64_000)
 
 
 def print_harness_cost(quick: bool) -> None:
-    print("\n1. harness cost on the synthetic dataset (target < 2%): each setting in fresh processes, each running"
-          " interleaved rounds of a bare loop and loaderexp; medians of the paired ratios, 95% CIs across processes and rounds")
+    print("\n1. harness cost on the synthetic dataset (target < 2%): each setting in fresh processes; without workers"
+          " loaderexp and a bare loop take turns batch by batch, with workers whole loops alternate round by round;"
+          " medians of the paired throughput ratios, 95% CIs across processes and rounds")
 
     def cost(ratio: tuple[float, float, float]) -> str:
         median, low, high = ratio
@@ -302,11 +366,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer rounds and batches (a smoke test)")
     parser.add_argument("--rounds-in-process", metavar="ROUNDS,BATCHES,WORKERS,BATCH_SIZE",
-                        help="(internal) run section 1's rounds in this process and print their rates as JSON")
+                        help="(internal) run section 1's rounds in this process and print their ratios as JSON")
     args = parser.parse_args()
     os.environ.setdefault("LOADEREXP_DATA_ROOT", str(REPO / "data"))
     if args.rounds_in_process:
-        print(json.dumps(harness_rounds(*(int(v) for v in args.rounds_in_process.split(",")))))
+        print(json.dumps(cost_rounds(*(int(v) for v in args.rounds_in_process.split(",")))))
         return
     jobs = 3 if args.quick else 9
     print(f"host: {os.cpu_count()} CPUs; torch threads {__import__('torch').get_num_threads()}")
