@@ -332,7 +332,7 @@ COST_SETTINGS = [(0, 128, "the default settings"), (2, 128, "with workers"),
 def cost_plan(workers: int, quick: bool) -> tuple[int, int, int]:
     """(processes, rounds per process, samples per loop).  Without workers, loops paired batch by
     batch agree within a process, and processes differ by their memory layout: many short
-    processes.  With workers, longer rounds (they cross epochs, paying each epoch's start-up)."""
+    processes.  With workers, longer loops (they cross epochs, paying each epoch's start-up)."""
     if quick:
         return 2, 2, 3_200
     return (16, 5, 19_200) if workers == 0 else (6, 10, 64_000)

@@ -39,3 +39,27 @@ def test_cuda_check_says_so_without_cuda():
     done = run_script("cuda_check.py")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "CUDA" in done.stdout and "not" in done.stdout.lower()
+
+
+class CountingLoader:
+    """Epochs of ``size`` numbered batches; counts the epochs started."""
+
+    def __init__(self, size: int):
+        self.size, self.epochs = size, 0
+
+    def __iter__(self):
+        self.epochs += 1
+        return iter(range(self.size))
+
+
+def test_passenger_takes_one_batch_per_driver_batch_across_epochs():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from harness_overhead import Passenger, bare_loop
+
+    passenger_loader = CountingLoader(3)
+    passenger = Passenger(passenger_loader, warmup=2)
+    bare_loop(CountingLoader(4), warmup=1, batches=5, on_batch=passenger)
+    # 2 warm-up batches and one per measured driver batch: 7 batches, in 3 epochs of 3.
+    assert passenger_loader.epochs == 3
+    assert passenger.batch == (2 + 5 - 1) % 3  # the last batch it fetched, kept as a bare loop keeps it
+    assert passenger.own > 0 and passenger.driver > 0 and passenger.ratio() == passenger.own / passenger.driver
