@@ -1,6 +1,6 @@
 """Does loaderexp distort what it measures, and is a short sweep as good as timing whole epochs?
 
-    python benchmarks/harness_overhead.py            # about 20 minutes on 2 cores
+    python benchmarks/harness_overhead.py            # about 16 minutes on 2 cores
     python benchmarks/harness_overhead.py --quick    # a smaller version, for a smoke test (about 2 minutes)
 
 Prints three comparisons, each measured side by side in one run:
@@ -152,9 +152,10 @@ def cost_rounds(rounds: int, batches: int, workers: int, batch_size: int) -> dic
     loop) and ``control`` (a bare loop against a bare loop: how large a difference the method
     reads when there is none).
 
-    Without workers the loops are paired batch by batch (:class:`Passenger`).  With workers each
-    loop's batches were prepared in the background while the other ran, so loops run whole, in
-    rounds, alternating their order.
+    Without workers the loops are paired batch by batch (:class:`Passenger`).  With workers the
+    batches are made in the background, and two loops taking turns would run both pipelines in
+    lockstep (the slower one's wait absorbing the difference), so loops run whole, in rounds,
+    alternating their order.
     """
     cfg = plain_config(["dataset=synthetic", "tracking=none", f"loader.num_workers={workers}",
                         f"loader.batch_size={batch_size}", "bench.warmup_batches=10", f"bench.batches={batches}",
