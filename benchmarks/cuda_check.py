@@ -76,7 +76,7 @@ def overlap(batch: int, shape: tuple[int, ...], size: int = 4096) -> tuple[float
 
 def small_sweep() -> None:
     from loaderexp.config import compose, resolve_auto_transform, to_plain
-    from loaderexp.job import measure_job
+    from loaderexp.execute.job import measure_job
 
     print("\n3. loaderexp on the GPU: synthetic data, matmul step (size 2048), 100 batches x 3 repeats")
     print(f"   {'workers':>7} {'pin':>5} {'samples/s':>10} {'h2d GB/s':>9} {'h2d ms/batch':>12} {'pinned':>6} "

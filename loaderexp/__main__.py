@@ -17,7 +17,7 @@ from loaderexp.runner import JobContext, run
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
 def main(cfg: DictConfig) -> None:
-    from loaderexp import sweep
+    from loaderexp.track import sweep
 
     # SIGTERM (a scheduler, `kill`) ends the sweep like Ctrl-C: the current run is recorded as KILLED.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -32,7 +32,7 @@ def main(cfg: DictConfig) -> None:
         name_keys=sweep.STATE.swept_keys if multirun else (),
     )
     if not multirun and cfg.tracking.backend == "mlflow":
-        from loaderexp.tracking import TrackingUnavailable, check_reachable
+        from loaderexp.track.tracker import TrackingUnavailable, check_reachable
 
         try:  # say so before measuring, not after
             check_reachable(cfg.tracking.uri)

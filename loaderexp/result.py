@@ -45,6 +45,13 @@ class RunResult:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def param_text(value: Any) -> str:
+    """A param as Hydra's override syntax writes it (true, null), so it can be pasted back."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "null" if value is None else str(value)
+
+
 def host_facts() -> dict[str, Any]:
     import torch
 

@@ -18,11 +18,19 @@ from typing import Any, Optional
 import psutil
 from omegaconf import DictConfig, OmegaConf
 
-from loaderexp.faults import explain
-from loaderexp.config import apply_python_path, config_dir, config_hash, flatten, resolve_auto_transform, to_plain
-from loaderexp.progress import JobProgress
+from loaderexp.config import (
+    ConfigError,
+    apply_python_path,
+    config_dir,
+    config_hash,
+    flatten,
+    resolve_auto_transform,
+    to_plain,
+    validate,
+)
+from loaderexp.execute.faults import explain
+from loaderexp.execute.progress import JobProgress
 from loaderexp.result import RESULT_FILE, RunResult, host_facts
-from loaderexp.validate import ConfigError, validate
 
 log = logging.getLogger("loaderexp")
 RESOLVED_CONFIG = "resolved_config.yaml"
@@ -83,11 +91,11 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         progress = JobProgress(job.label)
         try:
             if plain["bench"]["isolate"]:
-                from loaderexp.isolation import measure_in_child
+                from loaderexp.execute.child import measure_in_child
 
                 measurement = measure_in_child(plain, plain["bench"]["job_timeout_s"], on_batch=progress)
             else:
-                from loaderexp.job import measure_job
+                from loaderexp.execute.job import measure_job
 
                 measurement = measure_job(plain, on_batch=progress)
         finally:
@@ -142,7 +150,7 @@ def _open_run(tracking: dict[str, Any], result: RunResult, job: JobContext) -> t
     """The job's MLflow run, or (None, None) when the store fails: the measurement goes on locally."""
     if tracking["backend"] == "none":
         return None, None
-    from loaderexp.tracking import MlflowTracker
+    from loaderexp.track.tracker import MlflowTracker
 
     try:
         tracker = MlflowTracker(tracking["uri"], tracking["experiment"])
@@ -157,7 +165,7 @@ def _open_run(tracking: dict[str, Any], result: RunResult, job: JobContext) -> t
 
 
 def _tags(result: RunResult, job: JobContext) -> dict[str, Any]:
-    from loaderexp.tracking import git_commit, host_tags
+    from loaderexp.track.tracker import git_commit, host_tags
 
     tags = host_tags(result.host)
     tags["loaderexp.config_hash"] = result.config_hash
@@ -181,7 +189,7 @@ def _record(result: RunResult, job: JobContext, tracker: Any, run_id: Optional[s
         log.error("%s failed: %s", job.label, result.error)
     if tracker is None or run_id is None:
         return
-    from loaderexp.tracking import log_result
+    from loaderexp.track.tracker import log_result
 
     try:
         log_result(tracker, run_id, result, job.output_dir)

@@ -7,7 +7,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
 from loaderexp.config import config_dir, resolve_auto_transform, to_plain
-from loaderexp.validate import ConfigError, validate
+from loaderexp.config import ConfigError, validate
 
 
 def all_config_files():
@@ -116,3 +116,16 @@ def test_dataset_target_that_cannot_be_imported(compose_cfg):
 def test_dataset_argument_the_target_does_not_take(compose_cfg):
     with pytest.raises(ConfigError, match=r"takes no argument colour; valid: .*num_samples"):
         check(compose_cfg, ["dataset=synthetic", "+dataset.colour=red"])
+
+
+def test_every_loader_knob_is_a_dataloader_argument_of_the_same_name():
+    """build_loader passes the loader node straight to DataLoader: a new knob is a schema field and a YAML line."""
+    import dataclasses
+    import inspect
+
+    from torch.utils.data import DataLoader
+
+    from loaderexp.config.schema import LoaderConfig
+
+    knobs = {f.name for f in dataclasses.fields(LoaderConfig)}
+    assert knobs <= set(inspect.signature(DataLoader).parameters)

@@ -6,8 +6,8 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler, WeightedRandomSampler
 
 from loaderexp.data.synthetic import SyntheticImages
-from loaderexp.delivery import DeliveryTracker, Promise, RecordingBatchSampler, check_epoch, instrumented
-from loaderexp.measure import BudgetSpec, run_repeat
+from loaderexp.measure.delivery import DeliveryTracker, Promise, RecordingBatchSampler, check_epoch, instrumented
+from loaderexp.measure.loop import BudgetSpec, run_repeat
 
 EPOCH = BudgetSpec(mode="epochs", warmup_batches=0, epochs=1)
 
@@ -162,7 +162,7 @@ def test_a_sampler_yielding_more_than_its_length_is_caught():
 
 
 def test_epochs_are_checked_after_the_measurement_not_at_each_boundary(monkeypatch):
-    import loaderexp.delivery as module
+    import loaderexp.measure.delivery as module
 
     data = dataset(16)
     checked = []

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loaderexp.delivery import DeliveryTracker
-from loaderexp.measure import BudgetSpec, RunTimeout, classify, percentile, run_repeat, spread
+from loaderexp.measure.delivery import DeliveryTracker
+from loaderexp.measure.loop import BudgetSpec, RunTimeout, run_repeat
+from loaderexp.measure.stats import classify, spread
 
 
 class FakeClock:
@@ -104,12 +105,6 @@ def test_progress_callback_counts_measured_batches():
     assert seen == [1, 2, 3]
 
 
-def test_percentile_matches_linear_interpolation():
-    assert percentile([1, 2, 3, 4], 50) == 2.5
-    assert percentile([1, 2, 3, 4, 5], 95) == 4.8
-    assert percentile([7], 95) == 7
-
-
 def test_spread_flags_noise_above_threshold():
     steady = spread([100.0, 101.0, 99.0])
     assert steady.median == 100.0
@@ -138,7 +133,7 @@ def test_resource_monitor_sees_the_worker_processes():
     from torch.utils.data import DataLoader
 
     from loaderexp.data.synthetic import SyntheticImages
-    from loaderexp.resources import ResourceMonitor
+    from loaderexp.measure.resources import ResourceMonitor
 
     loader = DataLoader(SyntheticImages(num_samples=512, shape=(3, 8, 8)), batch_size=16, num_workers=2)
     with ResourceMonitor(interval_s=0.02) as monitor:

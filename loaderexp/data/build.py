@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Optional
 from hydra.utils import get_method, instantiate
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
-from loaderexp.config import META_KEYS
+from loaderexp.config.schema import META_KEYS
 
 
 def arguments(node: Mapping[str, Any]) -> dict[str, Any]:
@@ -52,20 +52,9 @@ def build_sampler(sampler_node: Mapping[str, Any], dataset: Dataset) -> Optional
 
 
 def build_loader(dataset: Dataset, sampler: Optional[Sampler], loader: Mapping[str, Any], **extra: Any) -> DataLoader:
-    """A DataLoader from the ``loader`` node's values; knobs left at None take DataLoader's defaults."""
-    kwargs = dict(
-        batch_size=loader["batch_size"],
-        sampler=sampler,
-        num_workers=loader["num_workers"],
-        pin_memory=loader["pin_memory"],
-        drop_last=loader["drop_last"],
-        timeout=loader["timeout"],
-        persistent_workers=loader["persistent_workers"],
-        in_order=loader["in_order"],
-        multiprocessing_context=loader["multiprocessing_context"],
-    )
-    if loader["prefetch_factor"] is not None:
-        kwargs["prefetch_factor"] = loader["prefetch_factor"]
+    """A DataLoader from the ``loader`` node: each of its keys is the DataLoader argument of that name
+    (``LoaderConfig``), so a new knob needs no code here; None keeps DataLoader's own default."""
+    kwargs = dict(loader, sampler=sampler)
     if "batch_sampler" in extra:  # it batches (and drops the last batch) itself
         kwargs.update(batch_size=1, drop_last=False)
     kwargs.update(extra)

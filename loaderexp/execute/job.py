@@ -6,8 +6,6 @@ can a script or a test.
 
 from __future__ import annotations
 
-import csv
-import io
 import random
 import time
 from dataclasses import dataclass, field
@@ -18,11 +16,14 @@ import torch
 from torch.utils.data import IterableDataset
 
 from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform
-from loaderexp.delivery import DeliveryTracker, RecordingBatchSampler, instrumented
-from loaderexp.measure import BudgetSpec, RepeatTiming, classify, percentile, run_repeat, spread
-from loaderexp.resources import ResourceMonitor
-from loaderexp.steps import Consumer, make_step
-from loaderexp.transfer import HostToDevice, TransferStats
+from loaderexp.measure.batches import batches_table
+from loaderexp.measure.delivery import DeliveryTracker, RecordingBatchSampler, instrumented
+from loaderexp.measure.loop import BudgetSpec, RepeatTiming, run_repeat
+from loaderexp.measure.resources import ResourceMonitor
+from loaderexp.measure.shm import shm_preflight
+from loaderexp.measure.stats import summarize
+from loaderexp.measure.steps import Consumer, make_step
+from loaderexp.measure.transfer import HostToDevice
 
 
 @dataclass
@@ -167,114 +168,3 @@ def measure_job(
         # Files read per second: the steady sample rate times the mean file size on disk.
         metrics["read_mb_per_s"] = metrics["throughput_samples_per_s"] * mean_bytes / 1e6
     return JobMeasurement(metrics=metrics, info=info, warnings=warnings, batches_csv=batches_table(repeats))
-
-
-class SharedMemoryTooSmall(RuntimeError):
-    """The batches in flight would not fit in /dev/shm: refuse before any worker starts."""
-
-
-def shm_needed(sample_bytes: int, batch_size: int, num_workers: int, prefetch_factor: Optional[int]) -> int:
-    """Bytes of batches in flight between workers and the main process (each a shared-memory segment)."""
-    if num_workers == 0:
-        return 0
-    return num_workers * (prefetch_factor or 2) * batch_size * sample_bytes
-
-
-def shm_verdict(needed: int, free: Optional[int]) -> Optional[str]:
-    """None when it fits comfortably, a warning when it is tight; raises when it cannot fit."""
-    if free is None or needed == 0:
-        return None
-    text = (f"about {needed / 2**20:,.0f} MiB of batches in flight (num_workers x prefetch_factor x batch) "
-            f"against {free / 2**20:,.0f} MiB free in /dev/shm")
-    if needed > free:
-        raise SharedMemoryTooSmall(
-            f"{text}: workers would die with a bus error; lower loader.num_workers, loader.prefetch_factor or "
-            "loader.batch_size, or enlarge /dev/shm (docker run --shm-size=...)"
-        )
-    return f"{text}: tight, other processes share it" if needed > free / 2 else None
-
-
-def shm_preflight(dataset: Any, iterable: bool, loader_cfg: Mapping[str, Any]) -> list[str]:
-    """Check, from one sample's size, that the batches in flight fit in /dev/shm."""
-    if loader_cfg["num_workers"] == 0:
-        return []
-    from loaderexp.resources import shm_free_bytes
-    from loaderexp.transfer import batch_size_and_bytes
-
-    sample = next(iter(dataset)) if iterable else dataset[0]
-    sample_bytes = batch_size_and_bytes(sample)[1]
-    needed = shm_needed(sample_bytes, loader_cfg["batch_size"], loader_cfg["num_workers"], loader_cfg["prefetch_factor"])
-    verdict = shm_verdict(needed, shm_free_bytes())
-    return [verdict] if verdict else []
-
-
-def summarize(
-    repeats: list[RepeatTiming],
-    consumer: Consumer,
-    transfer: TransferStats,
-    bench: Mapping[str, Any],
-    batches_per_epoch: Optional[int],
-    has_step: bool,
-) -> tuple[dict[str, float], dict[str, Any]]:
-    """Steady-state figures across repeats: medians, spread and percentiles."""
-    throughput = spread([r.samples_per_s for r in repeats])
-    megabytes = spread([r.bytes / r.window_s / 1e6 if r.window_s > 0 else 0.0 for r in repeats])
-    startups = [s for r in repeats for s in r.startup_s]
-    waits = [w for r in repeats for w in r.wait_s]
-    window = sum(r.window_s for r in repeats)
-    wait_total = sum(waits)
-    metrics: dict[str, float] = {
-        "throughput_samples_per_s": throughput.median,
-        "throughput_iqr_rel": throughput.relative,
-        "throughput_mb_per_s": megabytes.median,
-        # The first iterator always starts its workers; later ones reuse them if persistent.
-        "time_to_first_batch_s": startups[0] if startups else float("nan"),
-        "wait_mean_ms": 1000 * wait_total / len(waits) if waits else float("nan"),
-        "wait_p50_ms": 1000 * percentile(waits, 50),
-        "wait_p95_ms": 1000 * percentile(waits, 95),
-        "measured_batches": float(len(waits)),
-        "measured_samples": float(sum(r.samples for r in repeats)),
-        "measured_seconds": window,
-        "warmup_seconds": sum(r.warmup_s for r in repeats),
-        "repeats": float(len(repeats)),
-        "noisy": float(throughput.noisy(bench["noise_threshold"])),
-    }
-    epochs = [e for r in repeats for e in r.epoch_s]
-    if epochs:
-        metrics["epoch_time_s"] = float(np.median(epochs))
-    elif batches_per_epoch and throughput.median > 0:
-        # Batches mode: start-up plus a full epoch at the measured steady-state rate.
-        batches_per_s = len(waits) / window
-        metrics["epoch_time_est_s"] = metrics["time_to_first_batch_s"] + batches_per_epoch / batches_per_s
-    if len(repeats) > 1:
-        # The first repeat may read from a cold page cache; later ones from a warm one.
-        metrics["throughput_first_repeat_samples_per_s"] = repeats[0].samples_per_s
-        metrics["throughput_later_repeats_samples_per_s"] = float(np.median([r.samples_per_s for r in repeats[1:]]))
-    if len(startups) > 1:
-        metrics["time_to_first_batch_later_epochs_s"] = float(np.median(startups[1:]))
-    metrics["pinned_fraction"] = transfer.pinned_fraction
-    metrics["h2d_measured"] = float(transfer.measured)
-    if transfer.measured:
-        metrics["h2d_ms_per_batch"] = transfer.ms_per_batch or 0.0
-        metrics["h2d_gbps"] = transfer.gbps or 0.0
-    info: dict[str, Any] = {"h2d": "measured with CUDA events" if transfer.measured else transfer.reason}
-    copy_s = transfer.total_ms / 1000 if transfer.measured else consumer.copy_s
-    if has_step:
-        # Without a step the loop only waits for data: a stall fraction would be 100% by definition.
-        metrics["stall_fraction"] = wait_total / window if window > 0 else float("nan")
-        info["bound"] = classify(wait_total, copy_s, consumer.step_s)
-        metrics["step_ms_mean"] = 1000 * consumer.step_s / len(waits) if waits else float("nan")
-    else:
-        info["bound"] = "no step (loader ceiling)"
-    info["noisy"] = bool(metrics["noisy"])
-    return metrics, info
-
-
-def batches_table(repeats: list[RepeatTiming]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["repeat", "batch", "wait_ms", "busy_ms"])
-    for r, timing in enumerate(repeats):
-        for b, (wait, busy) in enumerate(zip(timing.wait_s, timing.busy_s)):
-            writer.writerow([r, b, f"{wait * 1000:.4f}", f"{busy * 1000:.4f}"])
-    return out.getvalue()

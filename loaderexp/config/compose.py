@@ -1,4 +1,4 @@
-"""Where the configs live, the resolvers they use, and plain-value views of a composed config."""
+"""Where the configs live, the resolvers they use, composition, and plain-value views of a config."""
 
 from __future__ import annotations
 
@@ -10,15 +10,13 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from loaderexp.schema import register_configs
-
-# Keys in dataset/sampler/transform nodes that describe the node instead of being arguments.
-META_KEYS = ("name", "default_transform", "python_path")
+from loaderexp.config.schema import register_configs
+from loaderexp.config.validation import ConfigError
 
 
 def config_dir() -> Path:
     """``conf/`` of a clone when the package runs from one, else the copy shipped in the wheel."""
-    beside_package = Path(__file__).resolve().parent.parent / "conf"
+    beside_package = Path(__file__).resolve().parents[2] / "conf"
     if (beside_package / "config.yaml").is_file():
         return beside_package
     return Path(str(resources.files("loaderexp.conf")))
@@ -96,8 +94,6 @@ def resolve_auto_transform(plain: dict[str, Any]) -> dict[str, Any]:
         default = plain["dataset"].get("default_transform", "none")
         path = config_dir() / "transform" / f"{default}.yaml"
         if not path.is_file():
-            from loaderexp.validate import ConfigError
-
             choices = sorted(p.stem for p in path.parent.glob("*.yaml"))
             raise ConfigError([f"dataset.default_transform={default!r} is not a transform; valid: {', '.join(choices)}"])
         plain["transform"] = OmegaConf.to_container(OmegaConf.load(path), resolve=True)

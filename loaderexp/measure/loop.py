@@ -13,13 +13,12 @@ one starts, its start-up cost counted, as in training.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from loaderexp.delivery import DeliveryTracker
-from loaderexp.transfer import batch_size_and_bytes
+from loaderexp.measure.delivery import DeliveryTracker
+from loaderexp.measure.transfer import batch_size_and_bytes
 
 Clock = Callable[[], float]
 Process = Callable[[Any, bool], None]  # (batch, measured) -> None: copy to device, train step
@@ -174,48 +173,3 @@ def _expected_batches(loader: Iterable, budget: BudgetSpec) -> int:
         except TypeError:
             pass
     return 4096
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolation percentile (numpy's default), q in [0, 100]."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100.0
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-@dataclass
-class Spread:
-    median: float
-    iqr: float
-    values: list[float]
-
-    @property
-    def relative(self) -> float:
-        return self.iqr / self.median if self.median else 0.0
-
-    def noisy(self, threshold: float) -> bool:
-        return len(self.values) >= 2 and self.relative > threshold
-
-
-def spread(values: list[float]) -> Spread:
-    if not values:
-        return Spread(float("nan"), float("nan"), [])
-    return Spread(statistics.median(values), percentile(values, 75) - percentile(values, 25), list(values))
-
-
-def classify(wait_s: float, transfer_s: float, compute_s: float, stall_threshold: float = 0.10) -> str:
-    """Which part limits a step: the loader (waiting for data), the copy, or the compute.
-
-    A step whose data wait is at least ``stall_threshold`` of its time is loader-bound, as in
-    DS-Analyzer's fetch/prep stalls; otherwise the larger of copy and compute bounds it.
-    """
-    total = wait_s + transfer_s + compute_s
-    if total <= 0:
-        return "unknown"
-    if wait_s / total >= stall_threshold:
-        return "loader-bound"
-    return "transfer-bound" if transfer_s > compute_s else "compute-bound"

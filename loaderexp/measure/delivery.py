@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Optional, Sized
 from torch.utils.data import BatchSampler, Dataset, Sampler, default_collate
 from torch.utils.data.distributed import DistributedSampler
 
-from loaderexp.transfer import batch_size_and_bytes
+from loaderexp.measure.transfer import batch_size_and_bytes
 
 
 class IndexedDataset(Dataset):

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Optional
 
 import psutil
 
-from loaderexp.faults import describe_exit
+from loaderexp.execute.faults import describe_exit
 
 _context: Optional[Any] = None
 
@@ -34,7 +34,7 @@ def _mp_context():
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(["loaderexp.job"])
+        _context.set_forkserver_preload(["loaderexp.execute.job"])
     return _context
 
 
@@ -45,7 +45,7 @@ def _child(cfg: Mapping[str, Any], conn) -> None:
     multiprocessing.set_start_method(None, force=True)
     try:
         from loaderexp.config import apply_python_path
-        from loaderexp.job import measure_job
+        from loaderexp.execute.job import measure_job
 
         apply_python_path(cfg)  # the forkserver started before this job's python_path was known
         last = [0.0]

@@ -12,8 +12,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from loaderexp.measure import Clock
-from loaderexp.transfer import HostToDevice
+from loaderexp.measure.loop import Clock
+from loaderexp.measure.transfer import HostToDevice
 
 
 def make_step(kind: str, ms: float, size: int, repeat: int, device: torch.device) -> Optional[Callable[[Any], None]]:

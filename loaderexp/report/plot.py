@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from loaderexp.result import RunResult
-
-X_AXIS = "loader.num_workers"
+from loaderexp.report.params import X_AXIS
+from loaderexp.result import RunResult, param_text
 
 
 def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Path, title: str = "") -> Path:
@@ -16,8 +15,6 @@ def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Pat
 
     matplotlib.use("Agg")  # files only: no display on servers and CI
     import matplotlib.pyplot as plt
-
-    from loaderexp.report import param_text
 
     finished = [r for r in results if r.status == "FINISHED" and X_AXIS in r.params]
     series: dict[str, list[RunResult]] = {}

@@ -12,7 +12,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Mapping
 
-from loaderexp.config import META_KEYS
+from loaderexp.config.schema import META_KEYS
+from loaderexp.result import param_text
 
 
 class ConfigError(ValueError):
@@ -139,8 +140,6 @@ def _check_target(group: str, node: Mapping[str, Any], problems: list[str]) -> N
 
 
 def _show(value: Any) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
     if isinstance(value, float):
         return f"{value:g}"  # 5, not 5.0: as the user wrote it
-    return "null" if value is None else str(value)
+    return param_text(value)

@@ -4,7 +4,7 @@ Each dataclass is registered in Hydra's ConfigStore as ``base_<group>``; every Y
 group starts with ``defaults: [base_<group>]``, so a typo in a key or a wrong type fails when
 the config is composed, before any data is touched.  Nodes that are built with
 ``hydra.utils.instantiate`` (dataset, sampler, transform) keep free-form arguments: their
-arguments are checked against the target's signature in :mod:`loaderexp.validate`.
+arguments are checked against the target's signature in :mod:`loaderexp.config.validation`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+# Keys in dataset/sampler/transform nodes that describe the node instead of being arguments.
+META_KEYS = ("name", "default_transform", "python_path")
 
 
 class MpContext(str, Enum):
@@ -48,7 +51,10 @@ class TrackingBackend(str, Enum):
 
 @dataclass
 class LoaderConfig:
-    """Every torch.utils.data.DataLoader knob that changes loading speed."""
+    """Every torch.utils.data.DataLoader knob that changes loading speed.
+
+    Each field is passed to DataLoader as the keyword of the same name (``data.build.build_loader``).
+    """
 
     batch_size: int = 128
     num_workers: int = 0

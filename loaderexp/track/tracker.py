@@ -1,4 +1,4 @@
-"""MLflow logging: explicit run ids, batched calls, main process only.
+"""MLflow logging: explicit run ids, one batched call per run, main process only.
 
 Runs are created and ended through ``MlflowClient`` with explicit ids rather than MLflow's
 active-run stack, which is per process and per thread.  A multirun is one *parent* run with
@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 from urllib.parse import urlparse
 
+from loaderexp.result import param_text
+
 PARAM_VALUE_LIMIT = 6000
-BATCH_LIMIT = 100  # params (and tags) per log_batch call
 
 
 class TrackingUnavailable(RuntimeError):
@@ -102,13 +103,8 @@ class MlflowTracker:
         param_list = [Param(k, _limit(v)) for k, v in (params or {}).items()]
         tag_list = [RunTag(k, _limit(v)) for k, v in (tags or {}).items()]
         metric_list = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items() if _is_number(v)]
-        for start in range(0, max(len(param_list), len(tag_list), 1), BATCH_LIMIT):
-            self.client.log_batch(
-                run_id,
-                metrics=metric_list if start == 0 else [],
-                params=param_list[start : start + BATCH_LIMIT],
-                tags=tag_list[start : start + BATCH_LIMIT],
-            )
+        # The client splits a call into the store's per-request limits (100 params/tags) itself.
+        self.client.log_batch(run_id, metrics=metric_list, params=param_list, tags=tag_list)
 
     def log_file(self, run_id: str, path: Path) -> None:
         self.client.log_artifact(run_id, str(path))
@@ -127,8 +123,7 @@ class MlflowTracker:
 
 
 def _limit(value: Any) -> str:
-    # Written the way Hydra overrides spell them, so a param can be pasted back on the command line.
-    text = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    text = param_text(value)
     return text if len(text) <= PARAM_VALUE_LIMIT else text[: PARAM_VALUE_LIMIT - 3] + "..."
 
 

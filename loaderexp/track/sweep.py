@@ -73,7 +73,7 @@ class SweepCallback(Callback):
         tracking = config.tracking
         if tracking.backend != "mlflow":
             return
-        from loaderexp.tracking import MlflowTracker, TrackingUnavailable, check_reachable
+        from loaderexp.track.tracker import MlflowTracker, TrackingUnavailable, check_reachable
 
         try:
             check_reachable(tracking.uri)
@@ -82,7 +82,7 @@ class SweepCallback(Callback):
             raise SystemExit(2) from error
         STATE.tracker = MlflowTracker(tracking.uri, tracking.experiment)
         from loaderexp.result import host_facts
-        from loaderexp.tracking import host_tags
+        from loaderexp.track.tracker import host_tags
 
         tags = host_tags(host_facts())
         tags.update(

@@ -1,0 +1,9 @@
+"""Execute: one job's measurement from a plain config, and the process it runs in.
+
+Owns building the configured dataset, sampler and loader and measuring them (:mod:`.job`), the
+killable child process a job is measured in and its pipe back (:mod:`.child`), the words for
+what went wrong (:mod:`.faults`) and the job's progress bar (:mod:`.progress`).  It takes plain
+values, never a DictConfig, and may import ``config`` (for plain-value helpers), ``data`` and
+``measure``; never MLflow, ``track``, ``report`` or the runner.  Later the ranks of a node start
+here too.
+"""

@@ -1,0 +1,49 @@
+"""``python -m loaderexp.report``: a sweep's table, recommendation and plot, from its folder or MLflow."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Optional, Sequence
+
+from loaderexp.report.load import load_results, results_from_mlflow
+from loaderexp.report.params import X_AXIS, varying_params
+from loaderexp.report.plot import plot_throughput
+from loaderexp.report.table import summary_table
+from loaderexp.result import RunResult
+
+
+def write_report(items: Sequence[tuple[Path, RunResult]], folder: Path, title: str = "") -> tuple[str, Optional[Path]]:
+    """The table (printed and saved as report.txt) and the plot (throughput.png) in ``folder``."""
+    text = summary_table(items)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "report.txt").write_text(text + "\n")
+    results = [r for _, r in items]
+    axes = varying_params(results)
+    plot = None
+    if any(X_AXIS in r.params for r in results if r.status == "FINISHED"):
+        plot = plot_throughput(results, axes, folder / "throughput.png", title)
+    return text, plot
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m loaderexp.report", description=__doc__)
+    parser.add_argument("sweep", help="a multirun folder (outputs/multiruns/<date>/<time>), or with --uri the "
+                                      "MLflow run id of a sweep's parent run")
+    parser.add_argument("--uri", help="read the sweep from this MLflow tracking URI instead of a folder")
+    parser.add_argument("--out", type=Path, help="where report.txt and throughput.png go (default: the sweep folder)")
+    args = parser.parse_args(argv)
+    if args.uri:
+        items = results_from_mlflow(args.uri, args.sweep)
+        out = args.out or Path("outputs") / "reports" / args.sweep
+    else:
+        folder = Path(args.sweep)
+        if not folder.is_dir():
+            parser.error(f"sweep={folder}: no such folder")
+        items = load_results(folder)
+        out = args.out or folder
+    if not items:
+        parser.error(f"sweep={args.sweep}: no runs found")
+    text, plot = write_report(items, out)
+    print(text)
+    print(f"\nreport: {out / 'report.txt'}" + (f", plot: {plot}" if plot else ""))

@@ -1,0 +1,53 @@
+"""A sweep's results, read back from its folder (result.json files) or from MLflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loaderexp.result import RESULT_FILE, RunResult
+
+
+def load_results(sweep_dir: Path) -> list[tuple[Path, RunResult]]:
+    """Every job's result below ``sweep_dir``, in job order."""
+    found = []
+    for path in Path(sweep_dir).rglob(RESULT_FILE):
+        found.append((path.parent, RunResult.read(path)))
+    return sorted(found, key=lambda item: _job_order(item[0]))
+
+
+def _job_order(folder: Path) -> tuple:
+    return (0, int(folder.name), "") if folder.name.isdigit() else (1, 0, str(folder))
+
+
+def results_from_mlflow(uri: str, parent_run_id: str) -> list[tuple[Path, RunResult]]:
+    """A sweep's child runs, read back from MLflow as results (for sweeps run elsewhere)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    parent = client.get_run(parent_run_id)
+    runs = client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'", max_results=10_000
+    )
+    items = []
+    for run in sorted(runs, key=lambda r: r.info.start_time):
+        params = {k: _parse(v) for k, v in run.data.params.items()}
+        info = {k[len("info."):]: _parse(v) for k, v in run.data.tags.items() if k.startswith("info.")}
+        result = RunResult(status=run.info.status, params=params, metrics=dict(run.data.metrics), info=info,
+                           error=run.data.tags.get("error"), run_id=run.info.run_id)
+        items.append((Path(run.data.tags.get("loaderexp.output_dir", run.info.run_id)), result))
+    return items
+
+
+def _parse(text: str):
+    """A param or tag back to the value it was logged from (numbers, booleans, null)."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("null", "none"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text

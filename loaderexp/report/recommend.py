@@ -1,0 +1,63 @@
+"""The recommendation: the fewest workers whose throughput the sweep cannot tell from the best."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from loaderexp.report.params import short_key, varying_params
+from loaderexp.result import RunResult, param_text
+
+
+@dataclass
+class Recommendation:
+    result: RunResult
+    best: RunResult
+    within_noise: bool
+    text: str
+
+
+NOISE_ALLOWANCE_CAP = 3  # a measured spread widens the tolerance to at most 3x itself
+
+
+def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional[Recommendation]:
+    """The fewest workers whose throughput the sweep cannot tell from the best: each worker costs
+    memory and a core.
+
+    A run is close to the best when it is within ``tolerance`` of it, or within the spread
+    measured across its repeats (IQR/median of either run, up to 3x ``tolerance``): a gap
+    smaller than the noise is not a measured difference.
+    """
+    finished = [r for r in results if r.status == "FINISHED" and r.info.get("delivery_ok") is not False]
+    if not finished:
+        return None
+    best = max(finished, key=lambda r: r.metrics["throughput_samples_per_s"])
+    best_rate = best.metrics["throughput_samples_per_s"]
+
+    def noise(run: RunResult) -> float:
+        return max(best.metrics.get("throughput_iqr_rel", 0.0), run.metrics.get("throughput_iqr_rel", 0.0))
+
+    def gap(run: RunResult) -> float:
+        return 1 - run.metrics["throughput_samples_per_s"] / best_rate if best_rate else 0.0
+
+    close = [r for r in finished if gap(r) <= max(tolerance, min(noise(r), NOISE_ALLOWANCE_CAP * tolerance))]
+    chosen = min(close, key=lambda r: (r.params.get("loader.num_workers", 0), -r.metrics["throughput_samples_per_s"]))
+    rate = chosen.metrics["throughput_samples_per_s"]
+    within_noise = chosen is not best and gap(chosen) <= noise(chosen)
+    settings = ", ".join(f"{short_key(k)}={param_text(chosen.params.get(k))}" for k in varying_params(finished))
+    settings = settings or "the defaults"
+    text = f"Recommendation: {settings}: {rate:,.0f} samples/s"
+    if chosen is best:
+        text += " (the fastest run)."
+    else:
+        text += (
+            f", {100 * gap(chosen):.1f}% below the fastest ({best_rate:,.0f} samples/s, "
+            f"num_workers={best.params.get('loader.num_workers')}) with fewer workers"
+        )
+        if gap(chosen) <= tolerance:
+            text += f", inside the {100 * tolerance:.0f}% tolerance"
+            text += "; the difference is inside the measured noise." if within_noise else "."
+        else:
+            text += (f": the difference is inside the measured noise (IQR {100 * noise(chosen):.1f}% of the median),"
+                     " so the sweep cannot tell them apart.")
+    return Recommendation(chosen, best, within_noise, text)

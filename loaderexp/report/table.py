@@ -1,0 +1,76 @@
+"""The summary table of a sweep: one row per configuration, notes, and the recommendation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+from loaderexp.report.params import short_key, varying_params
+from loaderexp.report.recommend import recommend
+from loaderexp.result import RunResult, param_text
+
+
+def _fmt(value: Optional[float], digits: int = 1) -> str:
+    if value is None or value != value:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def baseline(results: Sequence[RunResult]) -> Optional[RunResult]:
+    """The num_workers=0 run (the fastest such one), else the slowest finished run."""
+    finished = [r for r in results if r.status == "FINISHED"]
+    if not finished:
+        return None
+    zero = [r for r in finished if r.params.get("loader.num_workers") == 0]
+    pool = zero or finished
+    key = (lambda r: -r.metrics["throughput_samples_per_s"]) if zero else (lambda r: r.metrics["throughput_samples_per_s"])
+    return sorted(pool, key=key)[0]
+
+
+def summary_table(items: Sequence[tuple[Path, RunResult]]) -> str:
+    results = [r for _, r in items]
+    axes = varying_params(results) or ["loader.num_workers"]
+    base = baseline(results)
+    base_rate = base.metrics["throughput_samples_per_s"] if base else None
+    header = [*(short_key(a) for a in axes), "status", "samples/s", "±IQR%", "MB/s", "1st batch s", "epoch s", "wait p50/p95 ms",
+              "speed-up", "stall%", "h2d GB/s", "PSS MB", "delivery"]
+    rows = [header]
+    for folder, r in items:
+        m = r.metrics
+        rate = m.get("throughput_samples_per_s")
+        epoch = m.get("epoch_time_s", m.get("epoch_time_est_s"))
+        epoch_text = _fmt(epoch, 2) + ("" if "epoch_time_s" in m or epoch is None else "~")
+        delivery = r.info.get("delivery_ok")
+        row = [
+            *(param_text(r.params.get(a)) for a in axes),
+            r.status + ("*" if m.get("noisy") else ""),
+            _fmt(rate, 0),
+            _fmt(100 * m["throughput_iqr_rel"], 1) if m.get("repeats", 0) >= 2 else "-",
+            _fmt(m.get("throughput_mb_per_s"), 1),
+            _fmt(m.get("time_to_first_batch_s"), 3),
+            epoch_text,
+            f"{_fmt(m.get('wait_p50_ms'), 2)}/{_fmt(m.get('wait_p95_ms'), 2)}",
+            f"{rate / base_rate:.2f}x" if rate and base_rate else "-",
+            _fmt(100 * m["stall_fraction"], 0) if "stall_fraction" in m else "-",
+            _fmt(m.get("h2d_gbps"), 2) if m.get("h2d_measured") else "n/m",
+            _fmt(m.get("pss_peak_mb"), 0),
+            {True: "ok", False: "FAILED", None: "-"}[delivery],
+        ]
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    notes = []
+    if any(r.metrics.get("noisy") for r in results):
+        notes.append("* noisy: throughput IQR/median above the noise threshold across repeats")
+    if any(r.metrics.get("epoch_time_est_s") for r in results):
+        notes.append("~ epoch time estimated from start-up plus the steady-state rate (bench.budget=epochs measures it)")
+    if results and not any(r.metrics.get("h2d_measured") for r in results):
+        notes.append("n/m: " + str(results[0].info.get("h2d", "host-to-device copy not measured")))
+    failed = [(f, r) for f, r in items if r.status != "FINISHED"]
+    for folder, r in failed:
+        notes.append(f"{folder.name}: {r.status}: {(r.error or '').splitlines()[0] if r.error else ''}")
+    rec = recommend(results)
+    if rec is not None:
+        notes.append(rec.text)
+    return "\n".join(lines + ([""] + notes if notes else []))
