@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import statistics
@@ -42,6 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from loaderexp.config import compose, resolve_auto_transform, to_plain  # noqa: E402
 from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform  # noqa: E402
+from loaderexp.execute.child import heartbeat  # noqa: E402
 from loaderexp.execute.job import measure_job, measured_loader, seed_everything  # noqa: E402
 from loaderexp.measure.stats import spread  # noqa: E402
 from loaderexp.report import recommend  # noqa: E402
@@ -112,6 +114,13 @@ class Passenger:
         return self.own / self.driver
 
 
+class _Discard:
+    """The heartbeat's pipe, with nobody at the other end."""
+
+    def send(self, message: Any) -> None:
+        pass
+
+
 def bare_loop(loader, warmup: int, batches: int, on_batch: Callable[[int], None]) -> None:
     """``for batch in loader`` for ``warmup`` + ``batches`` batches, calling ``on_batch`` after each measured one."""
     seen = 0
@@ -170,9 +179,16 @@ def cost_rounds(rounds: int, batches: int, workers: int, batch_size: int) -> dic
         return measured_loader(dataset, cfg["sampler"], cfg["loader"])[0]
 
     def measure(on_batch: Callable[[int], None], loader: Callable[[], Any] | None) -> None:
-        """One loop with ``on_batch`` after each measured batch: loaderexp's, or a bare one over ``loader()``."""
+        """One loop with ``on_batch`` after each measured batch: loaderexp's, or a bare one over ``loader()``.
+        loaderexp runs as in a real job: its child's heartbeat (a store to shared memory) in the loop."""
         if loader is None:
-            measure_job(cfg, on_batch=on_batch, dataset=dataset)  # seeds itself
+            beat = heartbeat(multiprocessing.RawValue("q", 0), _Discard())
+
+            def production(done: int, total: Any = None) -> None:
+                beat(done, total)
+                on_batch(done)
+
+            measure_job(cfg, on_batch=production, dataset=dataset)  # seeds itself
         else:
             seed_everything(seed)  # as measure_job does: the same sample order
             bare_loop(loader(), warmup, batches, on_batch)

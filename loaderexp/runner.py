@@ -27,6 +27,7 @@ from loaderexp.config import (
     resolve_auto_transform,
     to_plain,
     validate,
+    without_inapplicable,
 )
 from loaderexp.execute.faults import explain
 from loaderexp.execute.progress import JobProgress
@@ -85,6 +86,9 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         tracker, run_id = _open_run(plain["tracking"], result, job)
         apply_python_path(plain)
         result.warnings = validate(plain, host["cuda_available"], host["cpus_usable"])
+        plain["loader"], not_applied = without_inapplicable(plain["loader"])
+        if not_applied:
+            result.info["not_applied"] = not_applied
         for warning in result.warnings:
             log.warning("%s: %s", job.label, warning)
         log.info("%s: %s", job.label, job.run_name)
@@ -101,7 +105,7 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         finally:
             progress.close()
         result.metrics = measurement.metrics
-        result.info = measurement.info
+        result.info.update(measurement.info)
         result.warnings += measurement.warnings
         result.status = "FINISHED"
         _write_batches(job.output_dir, measurement.batches_csv)

@@ -6,7 +6,9 @@ import ctypes
 import errno
 import os
 import signal
+import time
 
+import torch
 from torch.utils.data import get_worker_info
 
 from loaderexp.data.synthetic import SyntheticImages
@@ -58,3 +60,25 @@ class HangsInC(_Broken):
 class TooManyFiles(_Broken):
     def fail(self):
         raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+
+class StallsAfter(SyntheticImages):
+    """Delivers a few dozen samples per worker, then sleeps for good (a stall in Python, not C)."""
+
+    def __getitem__(self, index):
+        self.fetched = getattr(self, "fetched", 0) + 1
+        if self.fetched > 80:
+            time.sleep(10**6)
+        return super().__getitem__(index)
+
+
+def dict_collate(samples):
+    """A collate function whose batch starts with a scalar field, as a user's may."""
+    from torch.utils.data import default_collate
+
+    images, labels = default_collate(samples)
+    return {"epoch": torch.tensor(0), "images": images, "labels": labels}
+
+
+def failing_worker_init(worker_id: int) -> None:
+    raise RuntimeError(f"worker_init_fn ran in worker {worker_id}")

@@ -23,13 +23,10 @@ def test_single_run_from_another_directory(tmp_path, data_root, store):
 
 
 def test_bad_setting_exits_non_zero_with_a_one_line_error(tmp_path, data_root):
-    proc = run_cli([*TINY, "tracking=none", "loader.persistent_workers=true", "hydra.run.dir=out"], cwd=tmp_path)
+    proc = run_cli([*TINY, "tracking=none", "loader.batch_size=0", "hydra.run.dir=out"], cwd=tmp_path)
     assert proc.returncode == 1
     errors = [line for line in proc.stderr.splitlines() if line.startswith("loaderexp: error:")]
-    assert errors == [
-        "loaderexp: error: loader.persistent_workers=true: only applies with loader.num_workers > 0 "
-        "(num_workers=0); set it to false or add workers"
-    ]
+    assert errors == ["loaderexp: error: loader.batch_size=0: must be an integer >= 1"]
     assert "Traceback" not in proc.stderr
 
 

@@ -79,22 +79,41 @@ def check(compose_cfg, overrides, cuda=False, cpus=2):
 
 def test_cross_field_problems_are_gathered_into_one_error(compose_cfg):
     with pytest.raises(ConfigError) as error:
-        check(compose_cfg, ["loader.batch_size=0", "loader.num_workers=0", "loader.prefetch_factor=2",
-                            "loader.persistent_workers=true", "bench.repeats=0"])
+        check(compose_cfg, ["loader.batch_size=0", "loader.num_workers=1", "loader.prefetch_factor=0",
+                            "bench.repeats=0", "bench.min_repeats=5", "bench.max_repeats=2"])
     problems = error.value.problems
     assert len(problems) == 4
     text = str(error.value)
     assert "loader.batch_size=0" in text
-    assert "loader.prefetch_factor=2" in text and "num_workers > 0" in text
-    assert "loader.persistent_workers=true" in text
-    assert "bench.repeats=0" in text
+    assert "loader.prefetch_factor=0: must be null or an integer >= 1" in text
+    assert "bench.repeats=0: must be null (adaptive) or >= 1" in text
+    assert "bench.max_repeats=2: must be >= bench.min_repeats=5" in text
+
+
+def test_knobs_that_configure_workers_are_not_applied_without_them(compose_cfg):
+    """DataLoader refuses them at num_workers=0: the sweep's baseline runs without, and says so."""
+    from loaderexp.config.validation import without_inapplicable
+
+    warnings = check(compose_cfg, ["loader.num_workers=0", "loader.prefetch_factor=4", "loader.persistent_workers=true"])
+    assert any("loader.prefetch_factor=4, loader.persistent_workers=true not applied" in w for w in warnings)
+    plain = to_plain(compose_cfg(["loader.num_workers=0", "loader.prefetch_factor=4", "loader.timeout=5"]))
+    loader, dropped = without_inapplicable(plain["loader"])
+    assert dropped == ["loader.prefetch_factor=4", "loader.timeout=5"]
+    assert loader["prefetch_factor"] is None and loader["timeout"] == 0
+    with_workers = to_plain(compose_cfg(["loader.num_workers=2", "loader.prefetch_factor=4"]))["loader"]
+    assert without_inapplicable(with_workers) == (with_workers, [])
+
+
+def test_collate_fn_that_cannot_be_imported(compose_cfg):
+    with pytest.raises(ConfigError, match=r"loader.collate_fn=no.such.collate: cannot be imported"):
+        check(compose_cfg, ["loader.collate_fn=no.such.collate"])
 
 
 def test_negative_workers_and_timeout_without_workers(compose_cfg):
     with pytest.raises(ConfigError) as error:
-        check(compose_cfg, ["loader.num_workers=-1", "loader.timeout=5"])
+        check(compose_cfg, ["loader.num_workers=-1", "loader.timeout=-1"])
     text = str(error.value)
-    assert "loader.num_workers=-1" in text and "loader.timeout=5" in text
+    assert "loader.num_workers=-1" in text and "loader.timeout=-1: must be >= 0" in text
 
 
 def test_cuda_requested_without_cuda_names_valid_choices(compose_cfg):

@@ -105,6 +105,56 @@ def test_progress_callback_counts_measured_batches():
     assert seen == [1, 2, 3]
 
 
+class RoundLoader:
+    """Batches in rounds, as ``workers`` workers deliver them: a round every ``round_s``, its batches
+    at once; the first round after ``startup``. Worker i makes batches i, i + W, ..."""
+
+    def __init__(self, clock: FakeClock, workers: int, round_s: float, startup: float = 1.0, batches: int = 10_000):
+        self.clock, self.workers, self.round_s, self.startup, self.batches = clock, workers, round_s, startup, batches
+
+    def __iter__(self):
+        for i in range(self.batches):
+            if i % self.workers == 0:
+                self.clock.advance((self.startup if i == 0 else 0.0) + self.round_s)
+            yield torch.zeros(4, 3)
+
+    def __len__(self) -> int:
+        return self.batches
+
+
+@pytest.mark.parametrize("warmup", [5, 32, 37])
+def test_a_window_of_whole_rounds_measures_the_true_rate(warmup):
+    """16 workers, a round every 0.1 s: 160 batches/s, wherever the window starts inside a round."""
+    clock = FakeClock()
+    budget = BudgetSpec(mode="batches", warmup_batches=warmup, batches=100, round_size=16)
+    timing = run_repeat(RoundLoader(clock, 16, 0.1), budget, tracker(), None, clock)
+    assert timing.batches == 112 and timing.rounds == 7
+    assert timing.samples / timing.window_s == pytest.approx(160 * 4)
+
+
+def test_a_window_of_part_rounds_is_off_by_the_part_round():
+    """What the old fixed window of 100 batches after 5 read at 16 workers: 100 batches in 6 rounds' time."""
+    clock = FakeClock()
+    timing = run_repeat(RoundLoader(clock, 16, 0.1), BudgetSpec(mode="batches", warmup_batches=5, batches=100),
+                        tracker(), None, clock)
+    assert timing.samples / timing.window_s == pytest.approx(100 * 4 / 0.6)  # +4% against the true 160 x 4
+
+
+def test_a_short_window_is_extended_by_whole_rounds_to_its_minimum_time():
+    clock = FakeClock()
+    budget = BudgetSpec(mode="batches", warmup_batches=8, batches=8, round_size=8, min_seconds=0.45)
+    timing = run_repeat(RoundLoader(clock, 8, 0.1), budget, tracker(), None, clock)
+    assert timing.batches == 40 and timing.window_s == pytest.approx(0.5)
+
+
+def test_a_seconds_budget_ends_on_a_round_boundary():
+    clock = FakeClock()
+    budget = BudgetSpec(mode="seconds", warmup_batches=8, seconds=0.25, round_size=8)
+    timing = run_repeat(RoundLoader(clock, 8, 0.1), budget, tracker(), None, clock)
+    assert timing.batches % 8 == 0
+    assert timing.samples / timing.window_s == pytest.approx(80 * 4)
+
+
 def test_spread_flags_noise_above_threshold():
     steady = spread([100.0, 101.0, 99.0])
     assert steady.median == 100.0

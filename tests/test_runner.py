@@ -56,11 +56,21 @@ def test_failing_dataset_is_recorded_as_a_failed_run(compose_cfg, store, tmp_pat
 
 
 def test_invalid_combination_fails_before_any_worker_starts(compose_cfg, tmp_path):
-    cfg = compose_cfg([*TINY, "tracking=none", "loader.prefetch_factor=4"])
+    cfg = compose_cfg([*TINY, "tracking=none", "loader.num_workers=2", "loader.prefetch_factor=0"])
     result = run(cfg, JobContext(output_dir=tmp_path / "job"))
     assert result.status == "FAILED"
-    assert result.error.startswith("loader.prefetch_factor=4: only applies with loader.num_workers > 0")
+    assert result.error.startswith("loader.prefetch_factor=0: must be null or an integer >= 1")
     assert result.metrics == {}
+
+
+def test_the_baseline_of_a_prefetch_sweep_runs_without_the_worker_knobs(compose_cfg, tmp_path):
+    """num_workers=0 with prefetch_factor=4 and persistent_workers=true: measured, and recorded as not applied."""
+    cfg = compose_cfg([*TINY, "tracking=none", "loader.prefetch_factor=4", "loader.persistent_workers=true"])
+    result = run(cfg, JobContext(output_dir=tmp_path / "job"))
+    assert result.status == "FINISHED", result.error
+    assert result.info["not_applied"] == ["loader.prefetch_factor=4", "loader.persistent_workers=true"]
+    assert result.params["loader.prefetch_factor"] == 4  # what the sweep asked for stays the run's identity
+    assert any("not applied" in w for w in result.warnings)
 
 
 def test_pin_memory_without_accelerator_runs_and_records_the_warning(compose_cfg, tmp_path):

@@ -23,7 +23,7 @@ from loaderexp.config.compose import (
     to_plain,
 )
 from loaderexp.config.schema import META_KEYS
-from loaderexp.config.validation import ConfigError, validate
+from loaderexp.config.validation import ConfigError, validate, without_inapplicable
 
 __all__ = [
     "META_KEYS",
@@ -37,4 +37,5 @@ __all__ = [
     "run_params",
     "to_plain",
     "validate",
+    "without_inapplicable",
 ]

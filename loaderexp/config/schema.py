@@ -65,27 +65,35 @@ class LoaderConfig:
     timeout: float = 0.0
     multiprocessing_context: Optional[MpContext] = None  # None = the platform default
     in_order: bool = True
+    collate_fn: Optional[str] = None  # dotted path to a callable; None = default_collate
+    worker_init_fn: Optional[str] = None  # dotted path to a callable(worker_id)
 
 
 @dataclass
 class DeviceConfig:
     type: DeviceType = DeviceType.auto
     non_blocking: bool = True  # async host-to-device copies (truly async only from pinned memory)
+    prefetch: bool = False  # copy batch N+1 on a side stream while step N runs (a data prefetcher)
 
 
 @dataclass
 class BenchConfig:
     budget: Budget = Budget.batches
-    warmup_batches: int = 5
-    batches: int = 100  # measured batches per repeat (budget=batches)
+    warmup_batches: int = 5  # at least; raised to num_workers x prefetch_factor (the pipeline's depth)
+    batches: int = 40  # measured batches per repeat (budget=batches), rounded up to whole rounds
+    min_window_s: float = 0.5  # budget=batches: and at least this long (timer and scheduler jitter stay small)
     epochs: int = 1  # measured epochs per repeat (budget=epochs)
-    seconds: float = 5.0  # measured seconds per repeat (budget=seconds)
-    repeats: int = 3  # median and IQR across repeats; IQR/median > noise_threshold flags the run
-    noise_threshold: float = 0.10
+    seconds: float = 5.0  # measured seconds per repeat (budget=seconds), ended on a round boundary
+    repeats: Optional[int] = None  # a fixed number of repeats; None = adaptive (min_repeats..max_repeats)
+    min_repeats: int = 3
+    max_repeats: int = 10
+    precision: float = 0.05  # adaptive: stop once IQR/median across repeats is at most this
+    noise_threshold: float = 0.10  # IQR/median above this flags the run as noisy
     seed: int = 0
     resource_interval_s: float = 0.5  # CPU/memory sampling period
     max_run_seconds: float = 900.0  # wall-clock limit of one measured repeat
     job_timeout_s: float = 3600.0  # a whole job, set-up included; past it the job's process is killed
+    stall_s: float = 120.0  # no batch for this long (or 20x the longest gap seen) is a stall: killed
     isolate: bool = True  # measure in a killable child process (false: in this process, for debugging)
 
 

@@ -39,29 +39,45 @@ def validate(cfg: Mapping[str, Any], cuda_available: bool, cpus: int) -> list[st
     return warnings
 
 
+# Knobs that mean nothing without workers, and the value DataLoader needs there instead.
+NEEDS_WORKERS = {"prefetch_factor": None, "persistent_workers": False, "timeout": 0.0, "multiprocessing_context": None}
+CALLABLE_KNOBS = ("collate_fn", "worker_init_fn")
+
+
+def without_inapplicable(loader: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The loader node as DataLoader can take it, and what was left out.
+
+    With ``num_workers=0`` DataLoader refuses ``prefetch_factor``, ``persistent_workers``,
+    ``timeout`` and ``multiprocessing_context`` (they configure workers): a sweep over
+    ``num_workers=range(0,8)`` with ``prefetch_factor=4`` still measures its baseline, without them.
+    """
+    effective = dict(loader)
+    dropped = []
+    if loader["num_workers"] == 0:
+        for key, unset in NEEDS_WORKERS.items():
+            if loader[key] != unset and not (key == "timeout" and loader[key] == 0):
+                dropped.append(f"loader.{key}={_show(loader[key])}")
+                effective[key] = unset
+    return effective, dropped
+
+
 def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list[str], cpus: int) -> None:
     workers = loader["num_workers"]
     if loader["batch_size"] < 1:
         problems.append(f"loader.batch_size={loader['batch_size']}: must be an integer >= 1")
     if workers < 0:
         problems.append(f"loader.num_workers={workers}: must be >= 0 (0 loads in the main process)")
-    needs_workers = {
-        "prefetch_factor": loader["prefetch_factor"] is not None,
-        "persistent_workers": loader["persistent_workers"],
-        "timeout": loader["timeout"] > 0,
-        "multiprocessing_context": loader["multiprocessing_context"] is not None,
-    }
-    for key, is_set in needs_workers.items():
-        if is_set and workers <= 0:
-            default = {"prefetch_factor": "null", "persistent_workers": "false", "timeout": "0"}.get(key, "null")
-            problems.append(
-                f"loader.{key}={_show(loader[key])}: only applies with loader.num_workers > 0 "
-                f"(num_workers={workers}); set it to {default} or add workers"
-            )
+    _, dropped = without_inapplicable(loader)
+    if dropped:
+        warnings.append(f"{', '.join(dropped)} not applied: with num_workers=0 there are no workers to configure "
+                        "(DataLoader refuses them), so this run loads without")
     if loader["prefetch_factor"] is not None and loader["prefetch_factor"] < 1:
         problems.append(f"loader.prefetch_factor={loader['prefetch_factor']}: must be null or an integer >= 1")
     if loader["timeout"] < 0:
         problems.append(f"loader.timeout={_show(loader['timeout'])}: must be >= 0 seconds (0 waits forever)")
+    for key in CALLABLE_KNOBS:
+        if loader[key] is not None:
+            _check_callable(f"loader.{key}", loader[key], problems)
     if workers > cpus:
         warnings.append(
             f"loader.num_workers={workers} exceeds the {cpus} CPUs this process may use: workers compete for cores"
@@ -70,16 +86,31 @@ def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list
         warnings.append("loader.in_order=false has no effect with num_workers=0")
 
 
+def _check_callable(key: str, path: str, problems: list[str]) -> None:
+    try:
+        from hydra.utils import get_method
+
+        get_method(path)
+    except Exception as error:  # ImportError, AttributeError, ValueError from Hydra
+        problems.append(f"{key}={path}: cannot be imported ({str(error).splitlines()[0]}); "
+                        "give a dotted path to a function, e.g. mypackage.data.collate")
+
+
 def _check_bench(bench: Mapping[str, Any], problems: list[str]) -> None:
-    at_least_one = ("batches", "epochs", "repeats")
-    for key in at_least_one:
+    for key in ("batches", "epochs", "min_repeats", "max_repeats"):
         if bench[key] < 1:
             problems.append(f"bench.{key}={bench[key]}: must be >= 1")
+    if bench["repeats"] is not None and bench["repeats"] < 1:
+        problems.append(f"bench.repeats={bench['repeats']}: must be null (adaptive) or >= 1")
+    if bench["max_repeats"] < bench["min_repeats"]:
+        problems.append(f"bench.max_repeats={bench['max_repeats']}: must be >= bench.min_repeats={bench['min_repeats']}")
+    if bench["min_window_s"] < 0:
+        problems.append(f"bench.min_window_s={_show(bench['min_window_s'])}: must be >= 0")
     if bench["warmup_batches"] < 0:
         problems.append(f"bench.warmup_batches={bench['warmup_batches']}: must be >= 0")
-    for key in ("seconds", "max_run_seconds", "job_timeout_s", "resource_interval_s"):
+    for key in ("seconds", "max_run_seconds", "job_timeout_s", "stall_s", "resource_interval_s", "precision"):
         if bench[key] <= 0:
-            problems.append(f"bench.{key}={bench[key]}: must be > 0")
+            problems.append(f"bench.{key}={_show(bench[key])}: must be > 0")
 
 
 def _check_step(step: Mapping[str, Any], problems: list[str]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Mapping, Optional
 
+from hydra.errors import InstantiationException
 from hydra.utils import get_method, instantiate
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
@@ -36,11 +37,31 @@ def accepts(target: str, parameter: str) -> bool:
     )
 
 
+class DatasetError(ValueError):
+    """The configured dataset could not be built; the message names the key and what to do."""
+
+
 def build_dataset(dataset_node: Mapping[str, Any], transform: Optional[Callable]) -> Dataset:
     node = arguments(dataset_node)
     if transform is not None and accepts(node["_target_"], "transform"):
         node["transform"] = transform
-    return instantiate(node, _convert_="all")
+    try:
+        return instantiate(node, _convert_="all")
+    except InstantiationException as error:
+        raise DatasetError(_explain_build_error(dataset_node, error.__cause__ or error)) from error
+
+
+def _explain_build_error(node: Mapping[str, Any], cause: BaseException) -> str:
+    """Hydra's "Error in call to target" without the key or the path, said with both."""
+    if isinstance(cause, OSError) and cause.filename:
+        path = str(cause.filename)
+        keys = [k for k, v in node.items() if isinstance(v, str) and v and path.startswith(v.rstrip("/"))]
+        key = max(keys, key=lambda k: len(node[k]), default=None)
+        where = f"dataset.{key}={node[key]}" if key else f"dataset._target_={node['_target_']}"
+        return (f"{where}: {cause.strerror or type(cause).__name__}: {path}; point it at a folder that exists and "
+                "can be written (generated data sets are written there once; data_root or LOADEREXP_DATA_ROOT "
+                "moves them all), or at the real data")
+    return f"dataset._target_={node['_target_']}: {type(cause).__name__}: {cause}"
 
 
 def build_sampler(sampler_node: Mapping[str, Any], dataset: Dataset) -> Optional[Sampler]:
@@ -51,10 +72,18 @@ def build_sampler(sampler_node: Mapping[str, Any], dataset: Dataset) -> Optional
     return partial(dataset) if callable(partial) and not isinstance(partial, Sampler) else partial
 
 
+def callable_at(path: Optional[str]) -> Optional[Callable]:
+    """The function a dotted path names (``loader.collate_fn``), or None."""
+    return get_method(path) if path else None
+
+
 def build_loader(dataset: Dataset, sampler: Optional[Sampler], loader: Mapping[str, Any], **extra: Any) -> DataLoader:
     """A DataLoader from the ``loader`` node: each of its keys is the DataLoader argument of that name
-    (``LoaderConfig``), so a new knob needs no code here; None keeps DataLoader's own default."""
+    (``LoaderConfig``), so a new knob needs no code here; None keeps DataLoader's own default.
+    Functions are given as dotted paths and imported here."""
     kwargs = dict(loader, sampler=sampler)
+    for key in ("collate_fn", "worker_init_fn"):
+        kwargs[key] = callable_at(kwargs[key])
     if "batch_sampler" in extra:  # it batches (and drops the last batch) itself
         kwargs.update(batch_size=1, drop_last=False)
     kwargs.update(extra)

@@ -21,9 +21,13 @@ REMEDIES: list[tuple[re.Pattern, str, str]] = [
     (re.compile(r"Too many open files|EMFILE|Errno 24", re.I), "too many open files",
      "each worker batch holds file descriptors: raise the limit (ulimit -n 65536) or call "
      "torch.multiprocessing.set_sharing_strategy('file_system')"),
-    (re.compile(r"timed out|wall-clock limit|max_run_seconds", re.I), "hang",
-     "a worker or the dataset stopped delivering: look for a deadlock or a blocking call in __getitem__; "
-     "loader.timeout makes the DataLoader raise instead of waiting, bench.job_timeout_s bounds a whole job"),
+    (re.compile(r"timed out|wall-clock limit|max_run_seconds|stalled", re.I), "hang",
+     "a worker or the dataset stopped delivering: look for a deadlock or a blocking call in __getitem__ (the "
+     "processes' states above say where each waited); loader.timeout makes the DataLoader raise instead of "
+     "waiting, bench.stall_s and bench.job_timeout_s bound how long loaderexp waits"),
+    (re.compile(r"default_collate: batch must contain .*PIL", re.I), "PIL images reach the collate function",
+     "the dataset returns PIL images and no transform turns them into tensors: set transform=to_tensor (or "
+     "transform=auto for the dataset's usual one), or give loader.collate_fn a function that batches them"),
     (re.compile(r"exited unexpectedly", re.I), "worker died",
      "a loader worker ended without an error of its own: look above for a signal, or rerun with num_workers=0"),
 ]

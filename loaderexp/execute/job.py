@@ -6,6 +6,7 @@ can a script or a test.
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import time
 from dataclasses import dataclass, field
@@ -15,13 +16,13 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset
 
-from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform
+from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform, callable_at
 from loaderexp.measure.batches import batches_table
 from loaderexp.measure.delivery import DeliveryTracker, RecordingBatchSampler, instrumented
-from loaderexp.measure.loop import BudgetSpec, RepeatTiming, run_repeat
+from loaderexp.measure.loop import BudgetSpec, RepeatTiming, run_repeat, whole_rounds
 from loaderexp.measure.resources import ResourceMonitor
 from loaderexp.measure.shm import shm_preflight
-from loaderexp.measure.stats import summarize
+from loaderexp.measure.stats import spread, summarize
 from loaderexp.measure.steps import Consumer, make_step
 from loaderexp.measure.transfer import HostToDevice
 
@@ -46,24 +47,41 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def budget_from(bench: Mapping[str, Any]) -> BudgetSpec:
+def budget_from(bench: Mapping[str, Any], loader: Mapping[str, Any]) -> BudgetSpec:
+    """The measured budget of one repeat; with workers, warm-up and windows follow the rounds.
+
+    The warm-up lasts at least the pipeline's depth (``num_workers x prefetch_factor`` batches are
+    in flight when the first arrives), and a window holds whole rounds of ``num_workers`` batches.
+    Whole epochs are timed whole: there the warm-up stays as configured.
+    """
+    workers = loader["num_workers"]
+    warmup = bench["warmup_batches"]
+    if bench["budget"] != "epochs":
+        warmup = max(warmup, workers * (loader["prefetch_factor"] or 2))
     return BudgetSpec(
         mode=bench["budget"],
-        warmup_batches=bench["warmup_batches"],
+        warmup_batches=warmup,
         batches=bench["batches"],
         epochs=bench["epochs"],
         seconds=bench["seconds"],
         max_seconds=bench["max_run_seconds"],
+        round_size=max(workers, 1),
+        min_seconds=bench["min_window_s"],
     )
 
 
-def planned_batches(bench: Mapping[str, Any], batches_per_epoch: Optional[int]) -> Optional[int]:
-    """Measured batches the whole job will take, when known up front (for progress bars)."""
-    if bench["budget"] == "batches":
-        return bench["batches"] * bench["repeats"]
-    if bench["budget"] == "epochs" and batches_per_epoch:
-        per_repeat = max(batches_per_epoch * bench["epochs"] - bench["warmup_batches"], 0)
-        return per_repeat * bench["repeats"]
+def repeat_range(bench: Mapping[str, Any]) -> tuple[int, int]:
+    """(fewest, most) repeats: fixed by ``bench.repeats``, else adaptive."""
+    fixed = bench["repeats"]
+    return (fixed, fixed) if fixed else (bench["min_repeats"], bench["max_repeats"])
+
+
+def planned_batches(budget: BudgetSpec, repeats: int, batches_per_epoch: Optional[int]) -> Optional[int]:
+    """Measured batches the fewest repeats will take, when known up front (for progress bars)."""
+    if budget.mode == "batches":
+        return whole_rounds(budget.batches, budget.round_size) * repeats
+    if budget.mode == "epochs" and batches_per_epoch:
+        return max(batches_per_epoch * budget.epochs - budget.warmup_batches, 0) * repeats
     return None
 
 
@@ -77,7 +95,7 @@ def measured_loader(
     sampler = build_sampler(sampler_cfg, dataset)
     sampler = sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset)
     recorder = RecordingBatchSampler(sampler, loader_cfg["batch_size"], loader_cfg["drop_last"])
-    dataset, extra = instrumented(dataset, recorder, loader_cfg["num_workers"])
+    dataset, extra = instrumented(dataset, recorder, loader_cfg["num_workers"], callable_at(loader_cfg["collate_fn"]))
     loader = build_loader(dataset, None, loader_cfg, **extra)
     return loader, recorder
 
@@ -87,7 +105,9 @@ def measure_job(
     on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
     dataset: Optional[Any] = None,
 ) -> JobMeasurement:
-    """Build the configured loader and measure it ``bench.repeats`` times.
+    """Build the configured loader and measure it: repeats until they agree to ``bench.precision``
+    (IQR/median, at least ``bench.min_repeats``, at most ``bench.max_repeats``), or exactly
+    ``bench.repeats`` times when that is set.
 
     ``dataset`` replaces the configured one (the benchmark measures both loops on one instance).
     """
@@ -121,27 +141,43 @@ def measure_job(
     to_device = HostToDevice(device, cfg["device"]["non_blocking"])
     step_cfg = cfg["step"]
     step = make_step(step_cfg["kind"], step_cfg["ms"], step_cfg["size"], step_cfg["repeat"], device)
-    consumer = Consumer(to_device, step)
+    consumer = Consumer(to_device, step, prefetch=cfg["device"]["prefetch"])
     # Nothing to copy, pin-check or compute: leave the per-batch hook out of the hot loop.
     idle = step is None and device.type == "cpu" and not torch.cuda.is_available()
-    budget = budget_from(bench)
-    total = planned_batches(bench, batches_per_epoch)
+    budget = budget_from(bench, loader_cfg)
+    fewest, most = repeat_range(bench)
+    total = planned_batches(budget, fewest, batches_per_epoch)
     repeats: list[RepeatTiming] = []
     done_before = 0
+    stopped = "fixed" if bench["repeats"] else "max_repeats"
 
     def progress(done_in_repeat: int) -> None:
         on_batch(done_before + done_in_repeat, total)  # type: ignore[misc]
 
-    with ResourceMonitor(bench["resource_interval_s"]) as monitor:
-        for _ in range(bench["repeats"]):
+    gpu_index = (device.index or 0) if device.type == "cuda" else None
+    with ResourceMonitor(bench["resource_interval_s"], gpu_index=gpu_index) as monitor:
+        while len(repeats) < most:
             repeats.append(run_repeat(loader, budget, delivery, None if idle else consumer, time.perf_counter,
                                       progress if on_batch is not None else None))
+            consumer.flush()  # a prefetched batch still pending is stepped outside the window
             done_before += repeats[-1].batches
+            if not bench["repeats"] and len(repeats) >= fewest:
+                if spread([r.samples_per_s for r in repeats]).relative <= bench["precision"]:
+                    stopped = "precise"
+                    break
     resources = monitor.stats()  # stopped, with a last sample, on leaving the block
     del loader  # persistent workers end here, not at interpreter exit
 
     transfer = to_device.stats()
     metrics, info = summarize(repeats, consumer, transfer, bench, batches_per_epoch, step_cfg["kind"] != "none")
+    info.update(repeats_stopped=stopped, warmup_batches=budget.warmup_batches, round_size=budget.round_size)
+    if loader_cfg["num_workers"] > 0:
+        info["worker_start_method"] = loader_cfg["multiprocessing_context"] or multiprocessing.get_start_method()
+    metrics.update(resources.gpu_metrics())
+    if resources.gpu_note:
+        info["gpu_metrics"] = resources.gpu_note
+    if device.type == "cuda":
+        metrics["cuda_allocated_peak_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     metrics.update(
         cpu_percent_mean=resources.cpu_percent_mean,
         cpu_percent_peak=resources.cpu_percent_peak,

@@ -11,7 +11,8 @@ def interactive() -> bool:
 
 
 class JobProgress:
-    """Counts measured batches of one job; ``label`` says which job of the sweep it is."""
+    """Counts the measured batches of one job; ``label`` says which job of the sweep it is.
+    Adaptive repeats may take more than planned: the bar then grows."""
 
     def __init__(self, label: str):
         self.label = label
@@ -25,6 +26,8 @@ class JobProgress:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, desc=self.label, unit="batch", leave=False, dynamic_ncols=True)
+        if self.bar.total is not None and done > self.bar.total:
+            self.bar.total = done
         self.bar.update(done - self.bar.n)
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ class IndexedDataset(Dataset):
 
     The DataLoader's fetcher calls ``__getitems__`` with a batch's indices when a dataset has it
     and hands the result straight to the collate function, so the tag rides along as a plain
-    ``(samples, indices)`` pair into :func:`indexed_collate`: one tuple per batch, nothing per sample.
+    ``(samples, indices)`` pair into :class:`IndexedCollate`: one tuple per batch, nothing per sample.
     Used with workers only (see the module's docstring).
     """
 
@@ -52,13 +52,19 @@ class IndexedDataset(Dataset):
         return samples, indices
 
 
-def indexed_collate(fetched: tuple[list, list[int]]) -> tuple[bytes, Any]:
-    """``(indices, batch)``: the user's batch exactly as default_collate makes it, plus its indices
-    packed as int64 bytes.  Bytes are what the pin-memory thread passes through untouched (it
-    rebuilds a list element by element, a tensor it pins) and what pickles fastest between
-    processes: the main process unpickles one blob, not an object per index."""
-    samples, indices = fetched
-    return array("q", indices).tobytes(), default_collate(samples)
+class IndexedCollate:
+    """``(indices, batch)``: the user's batch exactly as their collate function (default_collate
+    unless ``loader.collate_fn`` names one) makes it, plus its indices packed as int64 bytes.
+    Bytes are what the pin-memory thread passes through untouched (it rebuilds a list element by
+    element, a tensor it pins) and what pickles fastest between processes: the main process
+    unpickles one blob, not an object per index."""
+
+    def __init__(self, collate: Callable[[list], Any] = default_collate):
+        self.collate = collate
+
+    def __call__(self, fetched: tuple[list, list[int]]) -> tuple[bytes, Any]:
+        samples, indices = fetched
+        return array("q", indices).tobytes(), self.collate(samples)
 
 
 class IndexLog:
@@ -229,10 +235,12 @@ def tags_batches(num_workers: int) -> bool:
     return num_workers > 0
 
 
-def instrumented(dataset: Dataset, recorder: RecordingBatchSampler, num_workers: int) -> tuple[Dataset, dict[str, Any]]:
+def instrumented(
+    dataset: Dataset, recorder: RecordingBatchSampler, num_workers: int, collate: Optional[Callable] = None
+) -> tuple[Dataset, dict[str, Any]]:
     """The dataset and the DataLoader arguments that let :class:`DeliveryTracker` check delivery."""
     if tags_batches(num_workers):
-        return IndexedDataset(dataset), {"batch_sampler": recorder, "collate_fn": indexed_collate}
+        return IndexedDataset(dataset), {"batch_sampler": recorder, "collate_fn": IndexedCollate(collate or default_collate)}
     return dataset, {"batch_sampler": recorder}
 
 

@@ -8,6 +8,11 @@ Reading a process's memory map is not free (~3 ms for a process with torch loade
 its CUDA libraries mapped), and while the kernel walks the map it holds the process's mmap lock,
 which the loop's own allocations need: so memory is read at most 0.2% of the time, CPU every
 interval, and both once more at the end.
+
+CPU is the tree's CPU seconds per interval, from each process's own times: a worker born since
+the last sample counts all it used since birth (psutil's ``cpu_percent`` reads 0 on its first call,
+which under-reports short repeats that start new workers).  With a GPU, its utilisation and
+memory are sampled too, through NVML (``pip install nvidia-ml-py``, torch's own readers).
 """
 
 from __future__ import annotations
@@ -33,6 +38,13 @@ class ResourceStats:
     uss_peak_mb: float
     processes_peak: int
     shm_peak_mb: float | None  # None where /dev/shm does not exist
+    gpu_util_percent_mean: float | None = None  # None without a GPU or without NVML
+    gpu_memory_used_peak_mb: float | None = None
+    gpu_note: str = ""  # why the GPU was not sampled, when it exists
+
+    def gpu_metrics(self) -> dict[str, float]:
+        found = {"gpu_util_percent_mean": self.gpu_util_percent_mean, "gpu_memory_used_peak_mb": self.gpu_memory_used_peak_mb}
+        return {k: v for k, v in found.items() if v is not None}
 
 
 def shm_used_bytes() -> int | None:
@@ -70,10 +82,16 @@ def descendants(pid: int) -> list[int]:
 class ResourceMonitor:
     """Samples the tree every ``interval_s`` on a daemon thread between ``start`` and ``stop``."""
 
-    def __init__(self, interval_s: float = 0.25, pid: int | None = None):
+    def __init__(self, interval_s: float = 0.25, pid: int | None = None, gpu_index: int | None = None):
         self.interval_s = interval_s
         self.root = psutil.Process(pid or os.getpid())
         self._known: dict[int, psutil.Process] = {}
+        self._cpu_seconds: dict[int, float] = {}  # per process, at the last sample
+        self._last_sample = 0.0
+        self._gpu = gpu_index
+        self._gpu_util: list[float] = []
+        self._gpu_memory = 0
+        self._gpu_note = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cpu: list[float] = []
@@ -113,6 +131,9 @@ class ResourceMonitor:
             uss_peak_mb=round(self._uss / 2**20, 1),
             processes_peak=self._processes,
             shm_peak_mb=None if self._shm_base is None else round(self._shm_peak / 2**20, 1),
+            gpu_util_percent_mean=round(sum(self._gpu_util) / len(self._gpu_util), 1) if self._gpu_util else None,
+            gpu_memory_used_peak_mb=round(self._gpu_memory / 2**20, 1) if self._gpu_util else None,
+            gpu_note=self._gpu_note,
         )
 
     def _loop(self) -> None:
@@ -131,21 +152,43 @@ class ResourceMonitor:
         return tree
 
     def _sample(self, first: bool = False) -> None:
-        cpu = 0.0
+        now = time.time()
         tree = self._tree()
+        used = 0.0
+        seconds: dict[int, float] = {}
         for process in tree:
             try:
-                cpu += process.cpu_percent(None)
+                times = process.cpu_times()
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
-        if not first:
-            self._cpu.append(cpu)
-        now = time.perf_counter()
-        if first or now >= self._next_memory or self._stop.is_set():
+            total = times.user + times.system
+            seconds[process.pid] = total
+            # A descendant first seen now was started since the last sample (the first sample takes
+            # everything there as its baseline): all its time was used inside this interval.
+            before = total if first else self._cpu_seconds.get(process.pid, 0.0)
+            used += total - before
+        self._cpu_seconds = seconds
+        if not first and now > self._last_sample:
+            self._cpu.append(100.0 * used / (now - self._last_sample))
+        self._last_sample = now
+        if self._gpu is not None:
+            self._sample_gpu()
+        clock = time.perf_counter()
+        if first or clock >= self._next_memory or self._stop.is_set():
             self._sample_memory(tree)
-            cost = time.perf_counter() - now
-            self._next_memory = now + max(self.interval_s, cost / MEMORY_DUTY_CYCLE)
+            cost = time.perf_counter() - clock
+            self._next_memory = clock + max(self.interval_s, cost / MEMORY_DUTY_CYCLE)
         self._processes = max(self._processes, len(tree))
+
+    def _sample_gpu(self) -> None:
+        import torch
+
+        try:
+            self._gpu_util.append(float(torch.cuda.utilization(self._gpu)))
+            self._gpu_memory = max(self._gpu_memory, torch.cuda.device_memory_used(self._gpu))
+        except Exception as error:  # no NVML bindings, or a driver without the query: say so once
+            self._gpu_note = f"GPU utilisation not measured ({str(error).splitlines()[0]}); pip install nvidia-ml-py"
+            self._gpu = None
 
     def _sample_memory(self, tree: list[psutil.Process]) -> None:
         pss = uss = 0.0

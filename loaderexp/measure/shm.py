@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping, Optional
+
+import torch
 
 from loaderexp.measure import resources
 from loaderexp.measure.transfer import batch_size_and_bytes
@@ -34,11 +37,43 @@ def shm_verdict(needed: int, free: Optional[int]) -> Optional[str]:
 
 
 def shm_preflight(dataset: Any, iterable: bool, loader_cfg: Mapping[str, Any]) -> list[str]:
-    """Check, from one sample's size, that the batches in flight fit in /dev/shm."""
+    """Check, from one sample's size, that the batches in flight fit in /dev/shm.
+
+    An iterable dataset is not read ahead: a one-shot stream would lose the item.
+    """
     if loader_cfg["num_workers"] == 0:
         return []
-    sample = next(iter(dataset)) if iterable else dataset[0]
-    sample_bytes = batch_size_and_bytes(sample)[1]
+    if iterable:
+        return ["/dev/shm pre-flight skipped: an IterableDataset is not read before its workers start"]
+    sample_bytes = sample_bytes_in_probe(dataset)
+    if sample_bytes is None:
+        return []  # the sample could not be read: the measurement itself will say why
     needed = shm_needed(sample_bytes, loader_cfg["batch_size"], loader_cfg["num_workers"], loader_cfg["prefetch_factor"])
     verdict = shm_verdict(needed, resources.shm_free_bytes())
     return [verdict] if verdict else []
+
+
+def sample_bytes_in_probe(dataset: Any) -> Optional[int]:
+    """The bytes of ``dataset[0]``, read in a short-lived forked process.
+
+    Read here, a lazy handle that ``__getitem__`` opens (HDF5, LMDB, a socket) would be inherited by
+    every worker forked later, which such libraries do not survive; in the probe it dies with it.
+    """
+    if not hasattr(os, "fork"):
+        return batch_size_and_bytes(dataset[0])[1]
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the probe: one read, one number back, never returns
+        code = 1
+        try:
+            os.close(read_end)
+            torch.set_num_threads(1)  # as in a DataLoader worker: no thread pool inherited mid-use
+            os.write(write_end, str(batch_size_and_bytes(dataset[0])[1]).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as answer:
+        text = answer.read()
+    os.waitpid(pid, 0)
+    return int(text) if text else None

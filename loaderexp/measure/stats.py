@@ -77,6 +77,7 @@ def summarize(
         "wait_p50_ms": 1000 * _percentile(waits, 50),
         "wait_p95_ms": 1000 * _percentile(waits, 95),
         "measured_batches": float(len(waits)),
+        "measured_rounds": float(sum(r.rounds for r in repeats)),
         "measured_samples": float(sum(r.samples for r in repeats)),
         "measured_seconds": window,
         "warmup_seconds": sum(r.warmup_s for r in repeats),
@@ -106,8 +107,11 @@ def summarize(
     if has_step:
         # Without a step the loop only waits for data: a stall fraction would be 100% by definition.
         metrics["stall_fraction"] = wait_total / window if window > 0 else float("nan")
-        info["bound"] = classify(wait_total, copy_s, consumer.step_s)
-        metrics["step_ms_mean"] = 1000 * consumer.step_s / len(waits) if waits else float("nan")
+        # On CUDA the step's own device time: its host time also holds the wait for the copy.
+        device_step = consumer.device_step_s()
+        compute_s = consumer.step_s if device_step is None else device_step
+        info["bound"] = classify(wait_total, copy_s, compute_s)
+        metrics["step_ms_mean"] = 1000 * compute_s / len(waits) if waits else float("nan")
     else:
         info["bound"] = "no step (loader ceiling)"
     info["noisy"] = bool(metrics["noisy"])

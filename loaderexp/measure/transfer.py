@@ -40,12 +40,13 @@ def _move(batch: Any, device: torch.device, non_blocking: bool) -> Any:
 
 
 def batch_size_and_bytes(batch: Any) -> tuple[int, int]:
-    """Samples (the leading size of the first tensor) and bytes of a collated batch, in one walk."""
+    """Samples (the leading size of the first tensor that has one: a scalar field such as a dict's
+    ``{"epoch": tensor(3), ...}`` is not the batch) and bytes of a collated batch, in one walk."""
     tensors = tensors_of(batch)
     if not tensors:
         return 1, 0
-    first = tensors[0]
-    return (int(first.shape[0]) if first.dim() > 0 else 1), sum(t.numel() * t.element_size() for t in tensors)
+    samples = next((int(t.shape[0]) for t in tensors if t.dim() > 0), 1)
+    return samples, sum(t.numel() * t.element_size() for t in tensors)
 
 
 def is_pinned(batch: Any) -> bool:
@@ -78,12 +79,17 @@ class TransferStats:
 
 
 class HostToDevice:
-    """Moves batches to ``device``; on CUDA each copy is bracketed by events on a copy stream."""
+    """Moves batches to ``device``; on CUDA each copy is bracketed by events on a copy stream.
+
+    The copy is only queued: :attr:`ready` is the event that marks its end, and the consumer waits
+    for it before the step uses the batch (:meth:`wait`), as a training step's first kernel must.
+    """
 
     def __init__(self, device: torch.device, non_blocking: bool = True):
         self.device = device
         self.non_blocking = non_blocking
         self.cuda = device.type == "cuda"
+        self.ready: Optional[Any] = None  # the end event of the latest copy (None without CUDA)
         self._events: list[tuple[Any, Any]] = []
         self._batches = 0
         self._pinned = 0
@@ -104,15 +110,25 @@ class HostToDevice:
             start.record(self.stream)
             moved = _move(batch, self.device, self.non_blocking)
             end.record(self.stream)
-        # Compute on the default stream must wait for the copy, and the copy's memory must
-        # not be reused by the caching allocator before the copy stream is done with it.
-        torch.cuda.current_stream(self.device).wait_stream(self.stream)
+        # The copy's memory is used on the compute stream: the caching allocator must not hand it
+        # out again before that stream is done with it.
         for tensor in tensors_of(moved):
             tensor.record_stream(torch.cuda.current_stream(self.device))
+        self.ready = end
         if measured:
             self._events.append((start, end))
             self._bytes += batch_bytes(batch)
         return moved
+
+    def wait(self, ready: Any, on_device: bool) -> None:
+        """Wait for a copy to end: the compute stream waits (a step's kernels queue behind it), or,
+        for a step that runs on the host or no step at all, the host itself."""
+        if ready is None:
+            return
+        if on_device:
+            torch.cuda.current_stream(self.device).wait_event(ready)
+        else:
+            ready.synchronize()
 
     def stats(self) -> TransferStats:
         if not self.cuda:
