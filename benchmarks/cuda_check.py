@@ -2,12 +2,16 @@
 
     python benchmarks/cuda_check.py
 
-1. pinned vs pageable host-to-device bandwidth for a few batch sizes (CUDA events on a copy stream);
+1. pinned vs pageable host-to-device bandwidth for a few batch sizes (CUDA events on a copy stream),
+   and the best pinned figure against the link's published ceiling (PCIe generation x width from
+   NVML when nvidia-ml-py is installed, else PCIe 5.0 x16);
 2. non_blocking overlap: a pinned batch copied on a side stream while a matmul runs on the default
    stream, against the same two done one after the other;
-3. a small loaderexp sweep on the GPU (num_workers 0 and 2, pin_memory true and false, a matmul step)
-   through the same code path as `python -m loaderexp device=cuda`.
+3. a small loaderexp sweep on the GPU (num_workers 0 and 2, pin_memory true and false, a matmul step
+   on the batch), then pinned with and without device.prefetch, through the same code path as
+   `python -m loaderexp device=cuda`.
 
+Each section ends in checks that it prints as ok or FAILED; the script exits 1 when any failed.
 Without CUDA it says so and exits 0 having measured nothing: there is no copy to time.
 """
 
@@ -74,23 +78,61 @@ def overlap(batch: int, shape: tuple[int, ...], size: int = 4096) -> tuple[float
     return timed(serial), timed(overlapped), timed(copy_only)
 
 
-def small_sweep() -> None:
+# GB/s per lane and direction, after encoding, by PCIe generation.
+PCIE_LANE_GBPS = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+CHECKS: list[tuple[str, bool]] = []
+
+
+def check(what: str, passed: bool) -> None:
+    CHECKS.append((what, passed))
+    print(f"   check: {what}: {'ok' if passed else 'FAILED'}")
+
+
+def link_ceiling_gbps() -> tuple[float, str]:
+    """The host link's published one-way bandwidth, and where the figure came from."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        generation = pynvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)
+        width = pynvml.nvmlDeviceGetMaxPcieLinkWidth(handle)
+        return PCIE_LANE_GBPS[generation] * width, f"PCIe {generation}.0 x{width} (NVML)"
+    except Exception:  # no bindings, or a link NVML does not describe
+        return PCIE_LANE_GBPS[5] * 16, "PCIe 5.0 x16 (assumed; pip install nvidia-ml-py to read the link)"
+
+
+def sweep_row(workers: int, pin: bool, prefetch: bool) -> dict:
     from loaderexp.config import compose, resolve_auto_transform, to_plain
     from loaderexp.execute.job import measure_job
 
-    print("\n3. loaderexp on the GPU: synthetic data, matmul step (size 2048), 100 batches x 3 repeats")
-    print(f"   {'workers':>7} {'pin':>5} {'samples/s':>10} {'h2d GB/s':>9} {'h2d ms/batch':>12} {'pinned':>6} "
-          f"{'stall%':>6}  bound")
-    for workers in (0, 2):
-        for pin in (False, True):
-            cfg = resolve_auto_transform(to_plain(compose([
-                "dataset=synthetic", "device=cuda", "step=matmul", "step.size=2048", "tracking=none",
-                f"loader.num_workers={workers}", f"loader.pin_memory={str(pin).lower()}", "loader.batch_size=256",
-            ])))
-            m = measure_job(cfg)
-            print(f"   {workers:>7} {str(pin).lower():>5} {m.metrics['throughput_samples_per_s']:>10,.0f} "
-                  f"{m.metrics.get('h2d_gbps', float('nan')):>9.2f} {m.metrics.get('h2d_ms_per_batch', float('nan')):>12.3f} "
-                  f"{m.metrics['pinned_fraction']:>6.2f} {100 * m.metrics['stall_fraction']:>6.1f}  {m.info['bound']}")
+    cfg = resolve_auto_transform(to_plain(compose([
+        "dataset=synthetic", "dataset.shape=[3,128,128]", "dataset.num_samples=4096", "device=cuda", "step=matmul",
+        "step.size=4096", "step.repeat=4", "tracking=none", f"loader.num_workers={workers}",
+        f"loader.pin_memory={str(pin).lower()}", f"device.prefetch={str(prefetch).lower()}", "loader.batch_size=128",
+    ])))
+    m = measure_job(cfg)
+    print(f"   {workers:>7} {str(pin).lower():>5} {str(prefetch).lower():>8} {m.metrics['throughput_samples_per_s']:>10,.0f} "
+          f"{m.metrics.get('h2d_gbps', float('nan')):>9.2f} {m.metrics.get('h2d_ms_per_batch', float('nan')):>12.3f} "
+          f"{m.metrics.get('step_ms_mean', float('nan')):>8.2f} {m.metrics['pinned_fraction']:>6.2f} "
+          f"{m.metrics.get('gpu_util_percent_mean', float('nan')):>5.0f} {100 * m.metrics['stall_fraction']:>6.1f}  "
+          f"{m.info['bound']}")
+    return {**m.metrics, **{f"info.{k}": v for k, v in m.info.items()}}
+
+
+def small_sweep() -> None:
+    print("\n3. loaderexp on the GPU: synthetic 3x128x128, batch 128, matmul step on the batch (4096, 4 chained)")
+    print(f"   {'workers':>7} {'pin':>5} {'prefetch':>8} {'samples/s':>10} {'h2d GB/s':>9} {'h2d ms/batch':>12} "
+          f"{'step ms':>8} {'pinned':>6} {'GPU%':>5} {'stall%':>6}  bound")
+    rows = {(w, pin, False): sweep_row(w, pin, False) for w in (0, 2) for pin in (False, True)}
+    rows[(2, True, True)] = sweep_row(2, True, True)
+    check("every run timed its copies with CUDA events", all(r["h2d_measured"] == 1.0 for r in rows.values()))
+    check("pinned runs delivered pinned batches, pageable ones did not",
+          all(r["pinned_fraction"] == (1.0 if pin else 0.0) for (w, pin, _), r in rows.items()))
+    check("loaderexp's pinned copies beat its pageable ones (h2d GB/s, 2 workers)",
+          rows[(2, True, False)]["h2d_gbps"] > rows[(2, False, False)]["h2d_gbps"])
+    check("device.prefetch is not slower than stepping after each copy (pinned, 2 workers, within 2%)",
+          rows[(2, True, True)]["throughput_samples_per_s"] >= 0.98 * rows[(2, True, False)]["throughput_samples_per_s"])
 
 
 def main() -> int:
@@ -101,19 +143,30 @@ def main() -> int:
     print(f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}, CUDA {torch.version.cuda}")
     print("\n1. host-to-device bandwidth, GB/s (median of 20 copies, CUDA events on a copy stream)")
     print(f"   {'batch':>6} {'sample':>12} {'MB':>8} {'pageable':>9} {'pinned':>8} {'ratio':>6}")
+    best_pinned, largest = 0.0, (0.0, 0.0)
     for shape in ((3, 32, 32), (3, 224, 224)):
         for batch in (32, 128, 512):
             pageable = copy_bandwidth(batch, shape, pinned=False)
             pinned = copy_bandwidth(batch, shape, pinned=True)
             mb = batch * torch.Size(shape).numel() * 4 / 1e6
+            best_pinned, largest = max(best_pinned, pinned), (pageable, pinned)
             print(f"   {batch:>6} {'x'.join(map(str, shape)):>12} {mb:>8.1f} {pageable:>9.1f} {pinned:>8.1f} "
                   f"{pinned / pageable:>6.2f}")
+    ceiling, source = link_ceiling_gbps()
+    print(f"   the link's ceiling: {ceiling:.1f} GB/s one way, {source}; best pinned {best_pinned:.1f} GB/s "
+          f"({100 * best_pinned / ceiling:.0f}%)")
+    check("pinned beats pageable on the largest batch (512x3x224x224)", largest[1] > largest[0])
+    check("the best pinned copy reaches 40%..105% of the link's ceiling", 0.4 * ceiling <= best_pinned <= 1.05 * ceiling)
     serial, overlapped, copy = overlap(256, (3, 224, 224))
     print(f"\n2. non_blocking overlap (pinned 256x3x224x224 batch, 4096^2 matmul): copy alone {1000 * copy:.2f} ms, "
           f"copy then matmul {1000 * serial:.2f} ms, concurrent {1000 * overlapped:.2f} ms "
           f"({100 * (1 - overlapped / serial):.0f}% saved)")
+    check("a pinned copy on a side stream overlaps the matmul (concurrent at least 5% under serial)",
+          overlapped <= 0.95 * serial)
     small_sweep()
-    return 0
+    failed = [what for what, passed in CHECKS if not passed]
+    print(f"\n{len(CHECKS) - len(failed)} of {len(CHECKS)} checks passed" + (": FAILED: " + "; ".join(failed) if failed else ""))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -100,6 +100,35 @@ def measured_loader(
     return loader, recorder
 
 
+def repeat_until_precise(
+    loader: Any,
+    budget: BudgetSpec,
+    bench: Mapping[str, Any],
+    delivery: DeliveryTracker,
+    consumer: Optional[Consumer],
+    on_batch: Optional[Callable[[int], None]],
+) -> tuple[list[RepeatTiming], str]:
+    """Repeats until they agree to ``bench.precision`` (IQR/median, from ``min_repeats`` up to
+    ``max_repeats``), or ``bench.repeats`` of them; and why it stopped."""
+    fewest, most = repeat_range(bench)
+    repeats: list[RepeatTiming] = []
+    done_before = 0
+
+    def progress(done_in_repeat: int) -> None:
+        on_batch(done_before + done_in_repeat)  # type: ignore[misc]
+
+    while len(repeats) < most:
+        repeats.append(run_repeat(loader, budget, delivery, consumer, time.perf_counter,
+                                  progress if on_batch is not None else None))
+        if consumer is not None:
+            consumer.flush()  # a prefetched batch still pending is stepped outside the window
+        done_before += repeats[-1].batches
+        if not bench["repeats"] and len(repeats) >= fewest:
+            if spread([r.samples_per_s for r in repeats]).relative <= bench["precision"]:
+                return repeats, "precise"
+    return repeats, "fixed" if bench["repeats"] else "max_repeats"
+
+
 def measure_job(
     cfg: Mapping[str, Any],
     on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
@@ -145,26 +174,15 @@ def measure_job(
     # Nothing to copy, pin-check or compute: leave the per-batch hook out of the hot loop.
     idle = step is None and device.type == "cpu" and not torch.cuda.is_available()
     budget = budget_from(bench, loader_cfg)
-    fewest, most = repeat_range(bench)
-    total = planned_batches(budget, fewest, batches_per_epoch)
-    repeats: list[RepeatTiming] = []
-    done_before = 0
-    stopped = "fixed" if bench["repeats"] else "max_repeats"
+    total = planned_batches(budget, repeat_range(bench)[0], batches_per_epoch)
 
-    def progress(done_in_repeat: int) -> None:
-        on_batch(done_before + done_in_repeat, total)  # type: ignore[misc]
+    def progress(done: int) -> None:
+        on_batch(done, total)  # type: ignore[misc]
 
     gpu_index = (device.index or 0) if device.type == "cuda" else None
     with ResourceMonitor(bench["resource_interval_s"], gpu_index=gpu_index) as monitor:
-        while len(repeats) < most:
-            repeats.append(run_repeat(loader, budget, delivery, None if idle else consumer, time.perf_counter,
-                                      progress if on_batch is not None else None))
-            consumer.flush()  # a prefetched batch still pending is stepped outside the window
-            done_before += repeats[-1].batches
-            if not bench["repeats"] and len(repeats) >= fewest:
-                if spread([r.samples_per_s for r in repeats]).relative <= bench["precision"]:
-                    stopped = "precise"
-                    break
+        repeats, stopped = repeat_until_precise(loader, budget, bench, delivery, None if idle else consumer,
+                                                progress if on_batch is not None else None)
     resources = monitor.stats()  # stopped, with a last sample, on leaving the block
     del loader  # persistent workers end here, not at interpreter exit
 
