@@ -80,7 +80,7 @@ class DeviceConfig:
 class BenchConfig:
     budget: Budget = Budget.batches
     warmup_batches: int = 5  # at least; raised to num_workers x prefetch_factor (the pipeline's depth)
-    batches: int = 40  # measured batches per repeat (budget=batches), rounded up to whole rounds
+    batches: int = 20  # measured batches per repeat (budget=batches), rounded up to whole rounds
     min_window_s: float = 0.5  # budget=batches: and at least this long (timer and scheduler jitter stay small)
     epochs: int = 1  # measured epochs per repeat (budget=epochs)
     seconds: float = 5.0  # measured seconds per repeat (budget=seconds), ended on a round boundary

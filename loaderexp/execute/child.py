@@ -21,6 +21,8 @@ import traceback
 from typing import Any, Callable, Mapping, Optional
 
 import psutil
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
 
 from loaderexp.execute.faults import describe_exit
 
@@ -44,6 +46,26 @@ def _mp_context():
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(["loaderexp.execute.job"])
     return _context
+
+
+def prestart() -> None:
+    """Start the forkserver now: it imports torch and loaderexp (seconds) in the background while
+    Hydra composes and the sweep opens its MLflow run, instead of during the first job."""
+    from multiprocessing import forkserver
+
+    _mp_context()
+    forkserver.ensure_running()
+
+
+class PrestartCallback(Callback):
+    """Hydra callback (conf/hydra/default.yaml): the measuring processes' server starts with the app."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if config.bench.isolate:
+            prestart()
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.on_run_start(config)
 
 
 def worker_start_method() -> str:
