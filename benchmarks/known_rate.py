@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 
 from loaderexp.config import compose  # noqa: E402
 from loaderexp.runner import JobContext, run  # noqa: E402
-from tests.known_rate import SleepDataset, bare_loop_rate  # noqa: E402
+from tests.known_rate import SleepDataset, bare_loop_rate, loaderexp_overrides  # noqa: E402
 
 
 def main() -> None:
@@ -40,11 +40,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for workers in args.workers:
             known = bare_loop_rate(SleepDataset(sleep_ms=args.sleep_ms), args.batch_size, workers)
-            cfg = compose([
-                "dataset=custom", "dataset._target_=tests.known_rate.SleepDataset", f"dataset.python_path={REPO}",
-                "~dataset.size", "~dataset.seed", f"+dataset.sleep_ms={args.sleep_ms}", "dataset.num_samples=100000",
-                f"loader.batch_size={args.batch_size}", f"loader.num_workers={workers}", "tracking=none",
-            ])
+            cfg = compose(loaderexp_overrides(workers, args.batch_size, args.sleep_ms, str(REPO)))
             start = time.perf_counter()
             result = run(cfg, JobContext(output_dir=Path(tmp) / str(workers)))
             job_s = time.perf_counter() - start

@@ -29,6 +29,15 @@ class SleepDataset(Dataset):
         return torch.full((4,), float(index))
 
 
+def loaderexp_overrides(workers: int, batch_size: int, sleep_ms: float, repo: str) -> list[str]:
+    """The same data set and loader as a loaderexp run (``dataset=custom`` pointed at this class)."""
+    return [
+        "dataset=custom", "dataset._target_=tests.known_rate.SleepDataset", f"dataset.python_path={repo}",
+        "~dataset.size", "~dataset.seed", f"+dataset.sleep_ms={sleep_ms}", "dataset.num_samples=100000",
+        f"loader.batch_size={batch_size}", f"loader.num_workers={workers}", "tracking=none",
+    ]
+
+
 def bare_loop_rate(dataset: Dataset, batch_size: int, num_workers: int, rounds: int = 100) -> float:
     """Samples/s of a plain loop over ``rounds`` x ``num_workers`` batches after a generous warm-up.
 

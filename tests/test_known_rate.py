@@ -12,7 +12,7 @@ import pytest
 
 from loaderexp.runner import JobContext, run
 from tests.conftest import REPO
-from tests.known_rate import SleepDataset, bare_loop_rate
+from tests.known_rate import SleepDataset, bare_loop_rate, loaderexp_overrides
 
 BATCH = 4
 SLEEP_MS = 5.0
@@ -25,11 +25,7 @@ TOLERANCE = 0.03
 @pytest.mark.parametrize("workers", WORKERS)
 def test_reported_rate_matches_the_known_rate(workers, compose_cfg, tmp_path):
     known = bare_loop_rate(SleepDataset(sleep_ms=SLEEP_MS), BATCH, workers)
-    cfg = compose_cfg([
-        "dataset=custom", "dataset._target_=tests.known_rate.SleepDataset", f"dataset.python_path={REPO}",
-        "~dataset.size", "~dataset.seed", f"+dataset.sleep_ms={SLEEP_MS}", "dataset.num_samples=100000",
-        f"loader.batch_size={BATCH}", f"loader.num_workers={workers}", "tracking=none",
-    ])
+    cfg = compose_cfg(loaderexp_overrides(workers, BATCH, SLEEP_MS, str(REPO)))
     result = run(cfg, JobContext(output_dir=tmp_path / "run"))
     assert result.status == "FINISHED", result.error
     reported = result.metrics["throughput_samples_per_s"]

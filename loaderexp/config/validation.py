@@ -55,7 +55,7 @@ def without_inapplicable(loader: Mapping[str, Any]) -> tuple[dict[str, Any], lis
     dropped = []
     if loader["num_workers"] == 0:
         for key, unset in NEEDS_WORKERS.items():
-            if loader[key] != unset and not (key == "timeout" and loader[key] == 0):
+            if loader[key] != unset:
                 dropped.append(f"loader.{key}={_show(loader[key])}")
                 effective[key] = unset
     return effective, dropped
