@@ -11,6 +11,7 @@ import torch
 
 from loaderexp.execute.child import StallWatch
 from loaderexp.execute.job import budget_from, measure_job, repeat_range
+from loaderexp.measure.delivery import DeliveryTracker
 from loaderexp.measure.loop import RepeatTiming
 from loaderexp.measure.resources import ResourceMonitor
 from loaderexp.measure.shm import sample_bytes_in_probe
@@ -162,6 +163,37 @@ def test_the_shm_preflight_reads_its_sample_in_a_probe_process():
     dataset = LazyHandle()
     assert sample_bytes_in_probe(dataset) == 3 * 32 * 32 * 4
     assert dataset.opened_in is None  # nothing for the workers to inherit
+
+
+class DiesLikeTorch:
+    """An iterator whose worker died of a signal and which says only "exited unexpectedly", as torch
+    does when the broken pipe wins the race with its SIGCHLD handler."""
+
+    class Worker:
+        pid, exitcode = 4385, -11
+
+    _workers = [Worker()]
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        raise RuntimeError("DataLoader worker (pid(s) 4385) exited unexpectedly")
+
+
+def test_a_worker_that_died_of_a_signal_is_named_with_it_whichever_way_torch_says_it():
+    from loaderexp.measure.loop import BudgetSpec, run_repeat
+
+    class Loader:
+        def __iter__(self):
+            return DiesLikeTorch()
+
+    delivery = DeliveryTracker(recorder=None, dataset_length=None, batch_size=4, drop_last=False, in_order=True,
+                               num_workers=1)
+    with pytest.raises(RuntimeError) as raised:
+        run_repeat(Loader(), BudgetSpec(mode="batches"), delivery)
+    assert "exited unexpectedly" in str(raised.value)
+    assert "DataLoader worker (pid 4385) is killed by signal: Segmentation fault." in str(raised.value)
 
 
 def test_a_stall_is_no_batch_for_stall_s_or_twenty_times_the_longest_gap():

@@ -20,6 +20,7 @@ the same worker made k batch-times later, and the rate is exact wherever the rou
 from __future__ import annotations
 
 import math
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -124,46 +125,52 @@ def run_repeat(
         epoch_first = seen
         iterator = iter(loader)
         complete = False
-        for batch in iterator:  # `batch` is the only reference, as in a bare loop
-            arrived = clock()
-            if seen == epoch_first:
-                timing.startup_s.append(arrived - epoch_start)
-            if take is not None:
-                take(batch)
-            if process is not None:
-                process(payload(batch), seen >= warmup)
-                done = clock()
-            else:
-                done = arrived
-            seen += 1
-            if seen > warmup:
-                if window_start is None:
-                    window_start = previous
-                    deadline = window_start + seconds
-                    timing.warmup_s = previous - repeat_start
-                    samples, size = batch_size_and_bytes(payload(batch))
-                    timing.sample_bytes = size / max(samples, 1)  # collated samples share a shape
-                if count < capacity:
-                    waits[count] = arrived - previous
-                    busies[count] = done - arrived
+        try:  # entered once per epoch: nothing is paid per batch
+            for batch in iterator:  # `batch` is the only reference, as in a bare loop
+                arrived = clock()
+                if seen == epoch_first:
+                    timing.startup_s.append(arrived - epoch_start)
+                if take is not None:
+                    take(batch)
+                if process is not None:
+                    process(payload(batch), seen >= warmup)
+                    done = clock()
                 else:
-                    waits.append(arrived - previous)
-                    busies.append(done - arrived)
-                count += 1
-                if on_batch is not None:
-                    on_batch(count)
-                if count % per_round == 0 and (
-                    (count >= batch_limit and done - window_start >= min_seconds) or done >= deadline
-                ):
-                    finished = True
-                    break
-            elif seen == warmup:
-                delivered_before = delivery.delivered()
-            if done > hard_deadline:
-                raise RunTimeout(f"a repeat ran past bench.max_run_seconds={budget.max_seconds:g}")
-            previous = done
-        else:
-            complete = True
+                    done = arrived
+                seen += 1
+                if seen > warmup:
+                    if window_start is None:
+                        window_start = previous
+                        deadline = window_start + seconds
+                        timing.warmup_s = previous - repeat_start
+                        samples, size = batch_size_and_bytes(payload(batch))
+                        timing.sample_bytes = size / max(samples, 1)  # collated samples share a shape
+                    if count < capacity:
+                        waits[count] = arrived - previous
+                        busies[count] = done - arrived
+                    else:
+                        waits.append(arrived - previous)
+                        busies.append(done - arrived)
+                    count += 1
+                    if on_batch is not None:
+                        on_batch(count)
+                    if count % per_round == 0 and (
+                        (count >= batch_limit and done - window_start >= min_seconds) or done >= deadline
+                    ):
+                        finished = True
+                        break
+                elif seen == warmup:
+                    delivered_before = delivery.delivered()
+                if done > hard_deadline:
+                    raise RunTimeout(f"a repeat ran past bench.max_run_seconds={budget.max_seconds:g}")
+                previous = done
+            else:
+                complete = True
+        except RuntimeError as error:
+            named = with_worker_exits(error, iterator)
+            if named is error:
+                raise
+            raise named from error
         delivery.end_epoch(complete, seen - epoch_first)
         if complete:
             epochs_done += 1
@@ -182,6 +189,24 @@ def run_repeat(
         timing.window_s = done - window_start
         timing.samples = delivery.delivered() - delivered_before
     return timing
+
+
+def with_worker_exits(error: RuntimeError, iterator: Any) -> RuntimeError:
+    """torch names a dead worker's signal only when its SIGCHLD handler wins the race with the broken
+    pipe; otherwise it says "exited unexpectedly".  Its worker processes know how they ended: say it
+    in torch's own words, so the fault is classified the same either way."""
+    if "exited unexpectedly" not in str(error):
+        return error
+    ends = []
+    for worker in getattr(iterator, "_workers", ()):
+        code = getattr(worker, "exitcode", None)
+        if code is not None and code < 0:
+            try:
+                name = signal.strsignal(-code) or str(-code)
+            except ValueError:
+                name = str(-code)
+            ends.append(f"DataLoader worker (pid {worker.pid}) is killed by signal: {name}.")
+    return RuntimeError(f"{error} {' '.join(ends)}") if ends else error
 
 
 def whole_rounds(batches: int, round_size: int) -> int:
