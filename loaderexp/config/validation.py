@@ -77,7 +77,8 @@ def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list
         problems.append(f"loader.timeout={_show(loader['timeout'])}: must be >= 0 seconds (0 waits forever)")
     for key in CALLABLE_KNOBS:
         if loader[key] is not None:
-            _check_callable(f"loader.{key}", loader[key], problems)
+            _imported(f"loader.{key}", loader[key], problems,
+                      "; give a dotted path to a function, e.g. mypackage.data.collate")
     if workers > cpus:
         warnings.append(
             f"loader.num_workers={workers} exceeds the {cpus} CPUs this process may use: workers compete for cores"
@@ -86,14 +87,15 @@ def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list
         warnings.append("loader.in_order=false has no effect with num_workers=0")
 
 
-def _check_callable(key: str, path: str, problems: list[str]) -> None:
+def _imported(key: str, path: str, problems: list[str], hint: str = "") -> Any:
+    """What a dotted path names, or None with the problem (the key, the path, why) recorded."""
     try:
         from hydra.utils import get_method
 
-        get_method(path)
+        return get_method(path)
     except Exception as error:  # ImportError, AttributeError, ValueError from Hydra
-        problems.append(f"{key}={path}: cannot be imported ({str(error).splitlines()[0]}); "
-                        "give a dotted path to a function, e.g. mypackage.data.collate")
+        problems.append(f"{key}={path}: cannot be imported ({str(error).splitlines()[0]}){hint}")
+        return None
 
 
 def _check_bench(bench: Mapping[str, Any], problems: list[str]) -> None:
@@ -143,13 +145,8 @@ def _check_target(group: str, node: Mapping[str, Any], problems: list[str]) -> N
         if group == "dataset":
             problems.append("dataset._target_ is missing: a dataset node names its class or factory")
         return
-    try:
-        from hydra.utils import get_method
-
-        factory = get_method(target)
-    except Exception as error:  # ImportError, AttributeError, ValueError from Hydra
-        reason = str(error).splitlines()[0]
-        problems.append(f"{group}._target_={target}: cannot be imported ({reason})")
+    factory = _imported(f"{group}._target_", target, problems)
+    if factory is None:
         return
     try:
         signature = inspect.signature(factory)

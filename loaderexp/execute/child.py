@@ -105,30 +105,33 @@ def heartbeat(batches: Any, conn: Any) -> Callable[[int, Optional[int]], None]:
     return beat
 
 
-def kill_tree(pid: int) -> None:
-    """SIGKILL a process and every descendant (its DataLoader workers), and reap them."""
+def family(pid: int) -> list[psutil.Process]:
+    """A process and every descendant (its DataLoader workers), the process first; [] once it is gone."""
     try:
         root = psutil.Process(pid)
-        family = [*root.children(recursive=True), root]
+        return [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
-        return
-    for process in family:
+        return []
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every descendant (its DataLoader workers), and reap them."""
+    processes = family(pid)
+    for process in processes:
         try:
             process.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(family, timeout=10)
+    psutil.wait_procs(processes, timeout=10)
 
 
 def process_states(pid: int) -> str:
     """What the measuring process and each of its workers is doing: state, kernel wait, CPU time."""
-    try:
-        root = psutil.Process(pid)
-        family = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
+    processes = family(pid)
+    if not processes:
         return "the measuring process is gone"
     described = []
-    for process in family:
+    for process in processes:
         try:
             role = "measuring process" if process.pid == pid else "worker"
             times = process.cpu_times()

@@ -63,7 +63,7 @@ class RepeatTiming:
 
     @property
     def rounds(self) -> float:
-        return len(self.wait_s) / self.round_size
+        return self.batches / self.round_size
 
     @property
     def batches(self) -> int:
