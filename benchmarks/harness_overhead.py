@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from loaderexp.config import compose, resolve_auto_transform, to_plain  # noqa: E402
 from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform  # noqa: E402
-from loaderexp.execute.child import heartbeat  # noqa: E402
+from loaderexp.execute.holder import heartbeat  # noqa: E402
 from loaderexp.execute.job import measure_job, measured_loader, seed_everything  # noqa: E402
 from loaderexp.measure.stats import spread  # noqa: E402
 from loaderexp.report import recommend  # noqa: E402

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import signal
 import sys
 from pathlib import Path
@@ -13,6 +15,11 @@ from omegaconf import DictConfig
 
 from loaderexp.config import config_dir
 from loaderexp.runner import JobContext, run
+
+# At exit the interpreter clears every module, and each clearing can run the cycle collector over
+# every object torch, MLflow and SQLAlchemy made: seconds after the summary is printed.  Freezing
+# them first leaves those objects to plain reference counting (atexit runs before the clearing).
+atexit.register(gc.freeze)
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")

@@ -52,19 +52,15 @@ def param_text(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
-def host_facts() -> dict[str, Any]:
-    import torch
-
+def machine_facts() -> dict[str, Any]:
+    """The machine as the OS sees it (no torch import: the Hydra app never loads torch)."""
     facts: dict[str, Any] = {
         "hostname": socket.gethostname(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cuda_available": torch.cuda.is_available(),
-        "cuda_version": torch.version.cuda,
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     }
     try:
         import psutil
@@ -77,3 +73,29 @@ def host_facts() -> dict[str, Any]:
 
         facts["shm_gb"] = round(shutil.disk_usage("/dev/shm").total / 2**30, 1)
     return facts
+
+
+def host_facts() -> dict[str, Any]:
+    """The machine plus what torch sees on it (CUDA, the GPU): call it where torch is loaded anyway."""
+    import torch
+
+    facts = machine_facts()
+    facts.update(
+        torch=torch.__version__,
+        cuda_available=torch.cuda.is_available(),
+        cuda_version=torch.version.cuda,
+        gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    )
+    return facts
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (/proc/cpuinfo on Linux), so runs on different node types stay apart."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -31,7 +31,7 @@ from loaderexp.config import (
 )
 from loaderexp.execute.faults import explain
 from loaderexp.execute.progress import JobProgress
-from loaderexp.result import RESULT_FILE, RunResult, host_facts
+from loaderexp.result import RESULT_FILE, RunResult, host_facts, machine_facts
 
 log = logging.getLogger("loaderexp")
 RESOLVED_CONFIG = "resolved_config.yaml"
@@ -65,12 +65,12 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
     job = job or JobContext(output_dir=Path.cwd() / "outputs" / "runs" / time.strftime("%Y-%m-%d_%H-%M-%S"))
     plain = to_plain(cfg)
     plain.pop("hydra", None)
-    host = host_facts()
-    result = RunResult(status="RUNNING", params=flatten(plain), host=host)
+    result = RunResult(status="RUNNING", params=flatten(plain), host=machine_facts())
     tracker = None
     run_id = None
     reused = False
     try:
+        result.host = host = _host_facts(plain["bench"]["isolate"])
         plain = resolve_auto_transform(plain)
         result.params = flatten(plain)
         job.output_dir.mkdir(parents=True, exist_ok=True)
@@ -85,7 +85,9 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
                 return result
         tracker, run_id = _open_run(plain["tracking"], result, job)
         apply_python_path(plain)
-        result.warnings = validate(plain, host["cuda_available"], host["cpus_usable"])
+        # The imports that checking `_target_` nodes needs happen in the measuring process.
+        result.warnings = validate(plain, host["cuda_available"], host["cpus_usable"],
+                                   targets=not plain["bench"]["isolate"])
         plain["loader"], not_applied = without_inapplicable(plain["loader"])
         if not_applied:
             result.info["not_applied"] = not_applied
@@ -118,24 +120,40 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         result.error = str(error)
     except Exception as error:  # a job's failure is its own: record it, let the sweep go on
         result.status = "FAILED"
-        kind = getattr(error, "kind", type(error).__name__)  # a child's error keeps its own class name
-        result.error = f"{kind}: {error}"
-        result.info["traceback"] = getattr(error, "details", "") or traceback.format_exc(limit=20)
-        # torch reports a dead worker either as "killed by signal: X" or, when the pipe breaks
-        # first, as "exited unexpectedly" with the signal only in the chained traceback: surface it.
-        signal_line = re.search(r"DataLoader worker \(pid \d+\) is killed by signal: [^.\n]+", result.info["traceback"])
-        if signal_line and signal_line.group(0) not in result.error:
-            result.error += f" ({signal_line.group(0)})"
-        known = explain(f"{result.error}\n{result.info['traceback']}")
-        if known is not None:
-            result.info["fault"], result.info["remedy"] = known
-            result.error += f"\nlikely cause: {known[0]}; {known[1]}"
+        if getattr(error, "kind", None) == ConfigError.__name__:  # checked in the measuring process
+            result.error = str(error)
+        else:
+            _describe_failure(result, error)
     finally:
         if not reused:
             # The runner's own memory after each job: it must stay flat across a long sweep.
             result.info["runner_rss_mb"] = round(psutil.Process().memory_info().rss / 2**20, 1)
             _record(result, job, tracker, run_id)
     return result
+
+
+def _host_facts(isolate: bool) -> dict[str, Any]:
+    if isolate:  # torch stays out of this process
+        from loaderexp.execute.child import host_facts_isolated
+
+        return dict(host_facts_isolated())
+    return host_facts()
+
+
+def _describe_failure(result: RunResult, error: Exception) -> None:
+    """The error, its traceback, and a known fault's likely cause and remedy."""
+    kind = getattr(error, "kind", type(error).__name__)  # a child's error keeps its own class name
+    result.error = f"{kind}: {error}"
+    result.info["traceback"] = getattr(error, "details", "") or traceback.format_exc(limit=20)
+    # torch reports a dead worker either as "killed by signal: X" or, when the pipe breaks
+    # first, as "exited unexpectedly" with the signal only in the chained traceback: surface it.
+    signal_line = re.search(r"DataLoader worker \(pid \d+\) is killed by signal: [^.\n]+", result.info["traceback"])
+    if signal_line and signal_line.group(0) not in result.error:
+        result.error += f" ({signal_line.group(0)})"
+    known = explain(f"{result.error}\n{result.info['traceback']}")
+    if known is not None:
+        result.info["fault"], result.info["remedy"] = known
+        result.error += f"\nlikely cause: {known[0]}; {known[1]}"
 
 
 def already_measured(sweep_dir: Path, wanted_hash: str) -> Optional[Path]:

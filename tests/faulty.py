@@ -82,3 +82,24 @@ def dict_collate(samples):
 
 def failing_worker_init(worker_id: int) -> None:
     raise RuntimeError(f"worker_init_fn ran in worker {worker_id}")
+
+
+class Stateful(SyntheticImages):
+    """Says, in ``log``, in which process it was built and how many items it had served when a
+    process first read from it: a measuring process must find it as built, whatever a job before did."""
+
+    def __init__(self, log: str, **kwargs):
+        super().__init__(**kwargs)
+        self.log, self.served, self.reader = log, 0, os.getpid()
+        self._write(f"built {os.getpid()}")
+
+    def __getitem__(self, index):
+        if os.getpid() != self.reader:
+            self.reader = os.getpid()
+            self._write(f"read {os.getpid()} after {self.served}")
+        self.served += 1
+        return super().__getitem__(index)
+
+    def _write(self, line: str) -> None:
+        with open(self.log, "a") as f:
+            f.write(line + "\n")

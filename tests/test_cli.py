@@ -26,7 +26,8 @@ def test_bad_setting_exits_non_zero_with_a_one_line_error(tmp_path, data_root):
     proc = run_cli([*TINY, "tracking=none", "loader.batch_size=0", "hydra.run.dir=out"], cwd=tmp_path)
     assert proc.returncode == 1
     errors = [line for line in proc.stderr.splitlines() if line.startswith("loaderexp: error:")]
-    assert errors == ["loaderexp: error: loader.batch_size=0: must be an integer >= 1"]
+    assert errors == ["loaderexp: error: loader.batch_size=0: must be null (the dataset's items are batches) "
+                      "or an integer >= 1"]
     assert "Traceback" not in proc.stderr
 
 

@@ -84,3 +84,26 @@ def test_custom_dataset_example_runs_in_spawned_workers(tmp_path, data_root):
                     "hydra.run.dir=out"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "FINISHED" in proc.stdout and " ok" in proc.stdout
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("sampler", ["sequential", "random"])
+def test_prebatched_items_with_batch_size_null(compose_cfg, tmp_path, workers, sampler):
+    """batch_size=null: each item is a batch; rates count its samples, delivery checks its items."""
+    result = run_small(compose_cfg, tmp_path, ["dataset=synthetic_batches", "dataset.num_samples=1000",
+                                               "dataset.batch=64", "loader.batch_size=null", f"sampler={sampler}",
+                                               f"loader.num_workers={workers}", "bench=epochs"])
+    assert result.status == "FINISHED", result.error
+    assert result.info["delivery_ok"] is True, result.info["delivery_problems"]
+    assert result.info["batches_per_epoch"] == 16  # 15 items of 64 and one of 40
+    # One whole epoch per repeat after the warm-up batches: the samples are the items' own.
+    per_repeat = result.metrics["measured_samples"] / result.metrics["repeats"]
+    assert per_repeat == 1000 - result.info["warmup_batches"] * 64
+
+
+def test_batch_size_null_refuses_drop_last(compose_cfg):
+    from loaderexp.config import ConfigError, resolve_auto_transform, to_plain, validate
+
+    plain = resolve_auto_transform(to_plain(compose_cfg(["loader.batch_size=null", "loader.drop_last=true"])))
+    with pytest.raises(ConfigError, match=r"loader.drop_last=true: needs a loader.batch_size"):
+        validate(plain, cuda_available=False, cpus=2, targets=False)

@@ -103,7 +103,8 @@ def test_shared_memory_refusal_is_a_failed_run_before_workers_start(compose_cfg,
     [
         (["dataset=imagenet21k"], ["Could not find 'dataset/imagenet21k'", "Available options in 'dataset'", "cifar10"]),
         (["loader.num_workers=many"], ["loader.num_workers=many", "could not be converted to Integer"]),
-        (["loader.batch_size=0"], ["loaderexp: error: loader.batch_size=0: must be an integer >= 1"]),
+        (["loader.batch_size=0"], ["loaderexp: error: loader.batch_size=0: must be null (the dataset's items are "
+                                   "batches) or an integer >= 1"]),
         (["loader.collate_fn=nope.collate"], ["loaderexp: error: loader.collate_fn=nope.collate: cannot be imported"]),
         (["dataset._target_=nope.Missing"], ["loaderexp: error: dataset._target_=nope.Missing: cannot be imported"]),
         (["tracking=mlflow", "tracking.uri=http://127.0.0.1:9"],

@@ -20,7 +20,7 @@ ALLOWED = {
     "config": {"result"},
     "data": {"config"},
     "measure": set(),
-    "execute": {"config", "data", "measure"},
+    "execute": {"config", "data", "measure", "result"},
     "report": {"result"},
     "track": {"result", "report"},
     "result": set(),

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from loaderexp.measure.delivery import DeliveryTracker
-from loaderexp.measure.loop import BudgetSpec, RunTimeout, run_repeat
+from loaderexp.measure.loop import BudgetSpec, RunTimeout, run_repeat, run_windows
 from loaderexp.measure.stats import classify, spread
 
 
@@ -153,6 +153,36 @@ def test_a_seconds_budget_ends_on_a_round_boundary():
     timing = run_repeat(RoundLoader(clock, 8, 0.1), budget, tracker(), None, clock)
     assert timing.batches % 8 == 0
     assert timing.samples / timing.window_s == pytest.approx(80 * 4)
+
+
+def test_repeats_are_consecutive_windows_of_one_warmed_stream():
+    """Later windows start at the batch where the last one ended: no new iterator, no second
+    warm-up, nothing counted twice; across an epoch's end the stream goes on, its start-up counted."""
+    clock = FakeClock()
+    loader = FakeLoader(clock, batches=10, size=4, startup=1.0, per_batch=0.125)
+    budget = BudgetSpec(mode="batches", warmup_batches=2, batches=3)
+    seen = []
+    windows = run_windows(loader, budget, tracker(), None, clock, seen.append, lambda done: len(done) < 4)
+    assert len(windows) == 4
+    assert [w.batches for w in windows] == [3, 3, 3, 3]
+    assert windows[0].warmup_s == pytest.approx(1.25) and all(w.warmup_s == 0 for w in windows[1:])
+    assert [w.window_s for w in windows[:2]] == [0.375, 0.375]
+    # Batches 3..10 are the first epoch's; the third window crosses into the second epoch and
+    # pays its start-up (1 s) as training would.
+    assert loader.epochs_started == 2
+    assert windows[2].window_s == pytest.approx(0.375 + 1.0) and windows[2].startup_s == [1.125]
+    assert windows[3].window_s == pytest.approx(0.375) and windows[3].startup_s == []
+    assert sum(w.samples for w in windows) == 12 * 4
+    assert seen == list(range(1, 13))  # the heartbeat counts across windows
+
+
+def test_a_window_of_whole_rounds_stays_exact_when_windows_follow_each_other():
+    clock = FakeClock()
+    budget = BudgetSpec(mode="batches", warmup_batches=37, batches=100, round_size=16)
+    windows = run_windows(RoundLoader(clock, 16, 0.1), budget, tracker(), None, clock, None, lambda done: len(done) < 5)
+    assert len(windows) == 5
+    for window in windows:
+        assert window.batches == 112 and window.samples / window.window_s == pytest.approx(160 * 4)
 
 
 def test_spread_flags_noise_above_threshold():

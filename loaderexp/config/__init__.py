@@ -23,7 +23,7 @@ from loaderexp.config.compose import (
     to_plain,
 )
 from loaderexp.config.schema import META_KEYS
-from loaderexp.config.validation import ConfigError, validate, without_inapplicable
+from loaderexp.config.validation import ConfigError, check_targets, validate, without_inapplicable
 
 __all__ = [
     "META_KEYS",
@@ -36,6 +36,7 @@ __all__ = [
     "resolve_auto_transform",
     "run_params",
     "to_plain",
+    "check_targets",
     "validate",
     "without_inapplicable",
 ]

@@ -56,7 +56,7 @@ class LoaderConfig:
     Each field is passed to DataLoader as the keyword of the same name (``data.build.build_loader``).
     """
 
-    batch_size: int = 128
+    batch_size: Optional[int] = 128  # None: each dataset item is already a batch (DataLoader's batch_size=None)
     num_workers: int = 0
     pin_memory: bool = False
     prefetch_factor: Optional[int] = None  # batches in flight per worker; None = DataLoader's 2

@@ -24,19 +24,42 @@ class ConfigError(ValueError):
         super().__init__("\n".join(self.problems))
 
 
-def validate(cfg: Mapping[str, Any], cuda_available: bool, cpus: int) -> list[str]:
-    """Raise ConfigError listing every invalid setting; return the warnings for a legal config."""
+def validate(cfg: Mapping[str, Any], cuda_available: bool, cpus: int, targets: bool = True) -> list[str]:
+    """Raise ConfigError listing every invalid setting; return the warnings for a legal config.
+
+    ``targets=False`` leaves out what needs imports (the ``_target_`` nodes, ``collate_fn``,
+    ``worker_init_fn``): the runner leaves those to the measuring process, where torch and
+    torchvision are loaded already, and :func:`check_targets` does them first thing there.
+    """
     problems: list[str] = []
     warnings: list[str] = []
     _check_loader(cfg["loader"], problems, warnings, cpus)
     _check_bench(cfg["bench"], problems)
     _check_step(cfg["step"], problems)
     _check_device(cfg, cuda_available, problems, warnings)
-    for group in ("dataset", "sampler", "transform"):
-        _check_target(group, cfg[group], problems)
+    if targets:
+        problems += _target_problems(cfg)
     if problems:
         raise ConfigError(problems)
     return warnings
+
+
+def check_targets(cfg: Mapping[str, Any]) -> None:
+    """Raise ConfigError when a ``_target_`` or a callable knob does not import or take its arguments."""
+    problems = _target_problems(cfg)
+    if problems:
+        raise ConfigError(problems)
+
+
+def _target_problems(cfg: Mapping[str, Any]) -> list[str]:
+    problems: list[str] = []
+    for key in CALLABLE_KNOBS:
+        if cfg["loader"][key] is not None:
+            _imported(f"loader.{key}", cfg["loader"][key], problems,
+                      "; give a dotted path to a function, e.g. mypackage.data.collate")
+    for group in ("dataset", "sampler", "transform"):
+        _check_target(group, cfg[group], problems)
+    return problems
 
 
 # Knobs that mean nothing without workers, and the value DataLoader needs there instead.
@@ -63,8 +86,13 @@ def without_inapplicable(loader: Mapping[str, Any]) -> tuple[dict[str, Any], lis
 
 def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list[str], cpus: int) -> None:
     workers = loader["num_workers"]
-    if loader["batch_size"] < 1:
-        problems.append(f"loader.batch_size={loader['batch_size']}: must be an integer >= 1")
+    if loader["batch_size"] is None:
+        if loader["drop_last"]:
+            problems.append("loader.drop_last=true: needs a loader.batch_size (null turns batching off: each "
+                            "item of the dataset is already a batch, and there is no short last batch to drop)")
+    elif loader["batch_size"] < 1:
+        problems.append(f"loader.batch_size={loader['batch_size']}: must be null (the dataset's items are batches) "
+                        "or an integer >= 1")
     if workers < 0:
         problems.append(f"loader.num_workers={workers}: must be >= 0 (0 loads in the main process)")
     _, dropped = without_inapplicable(loader)
@@ -75,10 +103,6 @@ def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list
         problems.append(f"loader.prefetch_factor={loader['prefetch_factor']}: must be null or an integer >= 1")
     if loader["timeout"] < 0:
         problems.append(f"loader.timeout={_show(loader['timeout'])}: must be >= 0 seconds (0 waits forever)")
-    for key in CALLABLE_KNOBS:
-        if loader[key] is not None:
-            _imported(f"loader.{key}", loader[key], problems,
-                      "; give a dotted path to a function, e.g. mypackage.data.collate")
     if workers > cpus:
         warnings.append(
             f"loader.num_workers={workers} exceeds the {cpus} CPUs this process may use: workers compete for cores"

@@ -34,3 +34,23 @@ class SyntheticImages(Dataset):
         if self.transform is not None:
             image = self.transform(image)
         return image, self.targets[index]
+
+
+class SyntheticBatches(SyntheticImages):
+    """Pre-batched: item ``i`` is the ``batch`` images from ``i x batch`` on, one slice of the tensor, for
+    ``loader.batch_size=null`` (DataLoader's automatic batching off: the dataset's items are batches).
+    What a dataset that reads whole shards or record blocks looks like; the last item may be short."""
+
+    def __init__(self, batch: int = 64, **kwargs):
+        super().__init__(**kwargs)
+        self.batch = batch
+
+    def __len__(self) -> int:
+        return -(-len(self.targets) // self.batch)
+
+    def __getitem__(self, index: int):
+        start = index * self.batch
+        images = self.images[start:start + self.batch]
+        if self.transform is not None:
+            images = self.transform(images)
+        return images, self.targets[start:start + self.batch]

@@ -1,8 +1,9 @@
 """Each job's measurement in a child process that can be killed.
 
 A worker stuck in C code, a segfault in the main loading process or a runaway job must end one
-run, not the sweep.  The child is forked from a forkserver that preloaded loaderexp and torch but
-never touched CUDA, so starting it costs tens of milliseconds and CUDA works inside it.
+run, not the sweep.  The child is forked by the dataset holder (:mod:`.holder`), itself started
+from a forkserver that preloaded loaderexp and torch but never touched CUDA: starting a job costs
+milliseconds, its dataset is built once for all the jobs that share it, and CUDA works inside it.
 
 Inside the measured window the child does one thing per batch besides loading: it stores the
 count of batches in a shared integer (no pipe message, no system call).  The parent reads it a few
@@ -14,10 +15,9 @@ are killed, and a stall is reported with what each of those processes was doing.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
-import sys
 import time
-import traceback
 from typing import Any, Callable, Mapping, Optional
 
 import psutil
@@ -28,6 +28,7 @@ from loaderexp.execute.faults import describe_exit
 
 _context: Optional[Any] = None
 POLL_S = 0.2
+EXIT_WAIT_S = 30  # for the measuring process to end (its workers shut down) after its answer
 STALL_GAPS = 20  # a stall is this many times the longest gap between batches seen so far
 
 
@@ -40,21 +41,33 @@ class MeasurementError(RuntimeError):
         self.details = details
 
 
-def _mp_context():
+def _mp_context(preload: tuple[str, ...] = ()):
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(["loaderexp.execute.job"])
+        _context.set_forkserver_preload(["loaderexp.execute.job", *preload])
     return _context
 
 
-def prestart() -> None:
-    """Start the forkserver now: it imports torch and loaderexp (seconds) in the background while
-    Hydra composes and the sweep opens its MLflow run, instead of during the first job."""
+def prestart(preload: tuple[str, ...] = ()) -> None:
+    """Start the forkserver now: it imports torch, loaderexp and ``preload`` (seconds) in the
+    background while Hydra composes and the sweep opens its MLflow run, instead of in every job."""
     from multiprocessing import forkserver
 
-    _mp_context()
+    _mp_context(preload)
     forkserver.ensure_running()
+
+
+def target_modules(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """loaderexp's own modules that the config's ``_target_`` nodes name (CIFAR-10's pulls in
+    torchvision.datasets, a second per job otherwise).  A user's module is not preloaded: what it
+    opens at import would be shared by every job's process."""
+    found = []
+    for group in ("dataset", "transform", "sampler"):
+        target = (config.get(group) or {}).get("_target_") or ""
+        if target.startswith("loaderexp."):
+            found.append(target.rsplit(".", 1)[0])
+    return tuple(dict.fromkeys(found))
 
 
 class PrestartCallback(Callback):
@@ -62,47 +75,41 @@ class PrestartCallback(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         if config.bench.isolate:
-            prestart()
+            prestart(target_modules(config))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.on_run_start(config)
 
 
-def worker_start_method() -> str:
-    """How the DataLoader's workers start when ``loader.multiprocessing_context`` is null: fork on
-    Linux, so they are this process's children (their deaths are seen, the resource monitor finds
-    them, a kill takes them along); spawn where fork is unsafe.  Asked for explicitly: the
-    interpreter's default is forkserver from Python 3.14, and a forkserver child inherits it."""
-    return "fork" if sys.platform.startswith("linux") else "spawn"
+def _host_child(conn) -> None:
+    from loaderexp.result import host_facts
 
-
-def _child(cfg: Mapping[str, Any], conn, batches) -> None:
-    multiprocessing.set_start_method(worker_start_method(), force=True)
     try:
-        from loaderexp.config import apply_python_path
-        from loaderexp.execute.job import measure_job
-
-        apply_python_path(cfg)  # the forkserver started before this job's python_path was known
-        conn.send(("done", measure_job(cfg, on_batch=heartbeat(batches, conn))))
-    except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data
-        conn.send(("error", type(error).__name__, str(error), traceback.format_exc(limit=20)))
+        conn.send(host_facts())
     finally:
         conn.close()
 
 
-def heartbeat(batches: Any, conn: Any) -> Callable[[int, Optional[int]], None]:
-    """What the measured loop calls after each batch in a real job: one store into shared memory
-    (and, once per job, the planned total down the pipe).  benchmarks/harness_overhead.py
-    measures loaderexp with this in its loop."""
-    planned: list[Optional[int]] = [None]
-
-    def beat(done: int, total: Optional[int]) -> None:
-        batches.value = done
-        if total != planned[0]:
-            planned[0] = total
-            conn.send(("total", total))
-
-    return beat
+@functools.lru_cache(maxsize=1)
+def host_facts_isolated() -> dict[str, Any]:
+    """:func:`~loaderexp.result.host_facts` from a throwaway child of the forkserver, which has torch
+    loaded already: the app never imports torch (seconds at start and again at exit), and CUDA is
+    initialised only in that child, as in each measuring process."""
+    ctx = _mp_context()
+    receiver, sender = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_host_child, args=(sender,), name="loaderexp-host")
+    child.start()
+    sender.close()
+    try:
+        if not receiver.poll(120):
+            raise MeasurementError("Stalled", "reading the host's facts (torch, CUDA) took over 120 s")
+        return receiver.recv()
+    except EOFError:
+        child.join(10)
+        raise MeasurementError("Crash", f"reading the host's facts: the process {describe_exit(child.exitcode)}")
+    finally:
+        child.join(10)
+        receiver.close()
 
 
 def family(pid: int) -> list[psutil.Process]:
@@ -175,54 +182,73 @@ def measure_in_child(
     limit_s: float,
     on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
 ):
-    """``measure_job(cfg)`` in a killable child; raises MeasurementError on failure, hang, stall or crash."""
-    ctx = _mp_context()
-    receiver, sender = ctx.Pipe(duplex=False)
-    batches = ctx.RawValue("q", 0)  # written by the child per batch, read here
-    child = ctx.Process(target=_child, args=(dict(cfg), sender, batches), name="loaderexp-measure")
-    child.start()
-    sender.close()  # the child holds the only writer: EOF means it is gone
+    """``measure_job(cfg)`` in a killable process forked by the dataset holder (execute/holder.py);
+    raises MeasurementError on failure, hang, stall or crash."""
+    from loaderexp.execute.holder import discard, holder_for
+
+    holder = holder_for(_mp_context(), cfg)
+    holder.conn.send(("job", dict(cfg)))
     started = time.monotonic()
     deadline = started + limit_s
     watch = StallWatch(cfg["bench"]["stall_s"], started)
     total: Optional[int] = None
+    pid: Optional[int] = None
+    outcome: Any = None  # the measurement, or the MeasurementError to raise
+    finished = 0.0
+    clean = False
     try:
         while True:
-            if receiver.poll(POLL_S):
+            if holder.conn.poll(POLL_S):
                 try:
-                    message = receiver.recv()
+                    message = holder.conn.recv()
                 except EOFError:
                     break
-                if message[0] == "total":
+                kind = message[0]
+                if kind == "started":
+                    pid = message[1]
+                elif kind == "total":
                     total = message[1]
-                else:
-                    child.join(30)
-                    if message[0] == "done":
-                        return message[1]
-                    raise MeasurementError(message[1], message[2], message[3])
-            elif not child.is_alive():
+                elif kind == "done":
+                    outcome, finished = message[1], time.monotonic()
+                elif kind == "error":
+                    outcome, finished = MeasurementError(message[1], message[2], message[3]), time.monotonic()
+                    if pid is None:  # the holder could not build the dataset, and has ended
+                        raise outcome
+                elif kind == "exited":  # the measuring process and its workers are gone
+                    if isinstance(outcome, MeasurementError):
+                        raise outcome
+                    if outcome is not None:
+                        clean = message[2] == 0
+                        return outcome
+                    raise MeasurementError("Crash", f"the measuring process {describe_exit(message[2])} "
+                                           "without a result")
+            elif not holder.alive():
                 break
             now = time.monotonic()
-            watch.see(batches.value, now)
+            if outcome is not None and now - finished > EXIT_WAIT_S:  # it answered but will not end
+                if isinstance(outcome, MeasurementError):
+                    raise outcome
+                return outcome  # killed on the way out, with its holder
+            watch.see(holder.batches.value, now)
             if on_batch is not None and watch.count:
                 on_batch(watch.count, total)
             if now > deadline:
-                kill_tree(child.pid)
                 raise MeasurementError(
                     "Timeout", f"the job passed its wall-clock limit bench.job_timeout_s={limit_s:g} and was killed"
                 )
             if watch.stalled(now):
-                states = process_states(child.pid)
-                kill_tree(child.pid)
+                states = process_states(pid if pid is not None else holder.process.pid)
                 raise MeasurementError(
                     "Stalled",
                     f"no batch for {now - watch.changed:.0f} s ({watch.count} measured so far; limit "
                     f"{watch.limit:.0f} s: bench.stall_s={watch.stall_s:g}, or {STALL_GAPS}x the longest gap "
                     f"between batches, {watch.longest_gap:.2f} s); killed; {states}",
                 )
-        child.join(10)
-        raise MeasurementError("Crash", f"the measuring process {describe_exit(child.exitcode)} without a result")
+        holder.process.join(10)
+        raise MeasurementError("Crash", f"the process holding the dataset {describe_exit(holder.process.exitcode)} "
+                               "without a result")
     finally:
-        if child.is_alive():
-            kill_tree(child.pid)
-        receiver.close()
+        if not clean:  # killed, failed or interrupted: nothing of this job or its holder goes on
+            if pid is not None:
+                kill_tree(pid)
+            discard()

@@ -16,10 +16,11 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset
 
+from loaderexp.config import check_targets
 from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform, callable_at
 from loaderexp.measure.batches import batches_table
 from loaderexp.measure.delivery import DeliveryTracker, RecordingBatchSampler, instrumented
-from loaderexp.measure.loop import BudgetSpec, RepeatTiming, run_repeat, whole_rounds
+from loaderexp.measure.loop import BudgetSpec, RepeatTiming, run_windows, whole_rounds
 from loaderexp.measure.resources import ResourceMonitor
 from loaderexp.measure.shm import shm_preflight
 from loaderexp.measure.stats import spread, summarize
@@ -96,7 +97,7 @@ def measured_loader(
     sampler = sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset)
     recorder = RecordingBatchSampler(sampler, loader_cfg["batch_size"], loader_cfg["drop_last"])
     dataset, extra = instrumented(dataset, recorder, loader_cfg["num_workers"], callable_at(loader_cfg["collate_fn"]))
-    loader = build_loader(dataset, None, loader_cfg, **extra)
+    loader = build_loader(dataset, extra.pop("sampler", None), loader_cfg, **extra)
     return loader, recorder
 
 
@@ -109,37 +110,58 @@ def repeat_until_precise(
     on_batch: Optional[Callable[[int], None]],
 ) -> tuple[list[RepeatTiming], str]:
     """Repeats until they agree to ``bench.precision`` (IQR/median, from ``min_repeats`` up to
-    ``max_repeats``), or ``bench.repeats`` of them; and why it stopped."""
+    ``max_repeats``), or ``bench.repeats`` of them; and why it stopped.
+
+    A repeat is one window of a single warmed-up stream (the next starts where the last ended,
+    as torch.utils.benchmark's blocks do); with ``bench.budget=epochs`` each repeat is its own
+    stream of whole epochs from a fresh iterator.
+    """
     fewest, most = repeat_range(bench)
-    repeats: list[RepeatTiming] = []
-    done_before = 0
 
-    def progress(done_in_repeat: int) -> None:
-        on_batch(done_before + done_in_repeat)  # type: ignore[misc]
+    def another(repeats: list[RepeatTiming]) -> bool:
+        if len(repeats) >= most:
+            return False
+        if bench["repeats"] or len(repeats) < fewest:
+            return True
+        return spread([r.samples_per_s for r in repeats]).relative > bench["precision"]
 
-    while len(repeats) < most:
-        repeats.append(run_repeat(loader, budget, delivery, consumer, time.perf_counter,
-                                  progress if on_batch is not None else None))
-        if consumer is not None:
-            consumer.flush()  # a prefetched batch still pending is stepped outside the window
-        done_before += repeats[-1].batches
-        if not bench["repeats"] and len(repeats) >= fewest:
-            if spread([r.samples_per_s for r in repeats]).relative <= bench["precision"]:
-                return repeats, "precise"
-    return repeats, "fixed" if bench["repeats"] else "max_repeats"
+    if budget.mode != "epochs":
+        repeats = run_windows(loader, budget, delivery, consumer, time.perf_counter, on_batch, another)
+    else:
+        repeats = []
+        while not repeats or another(repeats):
+            done_before = sum(r.batches for r in repeats)
+
+            def counted(done: int) -> None:
+                on_batch(done_before + done)  # type: ignore[misc]
+
+            repeats += run_windows(loader, budget, delivery, consumer, time.perf_counter,
+                                   counted if on_batch is not None else None)
+            if consumer is not None:
+                consumer.flush()  # a prefetched batch still pending is stepped outside the window
+    if consumer is not None:
+        consumer.flush()
+    if bench["repeats"]:
+        return repeats, "fixed"
+    precise = spread([r.samples_per_s for r in repeats]).relative <= bench["precision"]
+    return repeats, "precise" if precise else "max_repeats"
 
 
 def measure_job(
     cfg: Mapping[str, Any],
     on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
     dataset: Optional[Any] = None,
+    forked_from: tuple[int, ...] = (),
 ) -> JobMeasurement:
     """Build the configured loader and measure it: repeats until they agree to ``bench.precision``
     (IQR/median, at least ``bench.min_repeats``, at most ``bench.max_repeats``), or exactly
     ``bench.repeats`` times when that is set.
 
     ``dataset`` replaces the configured one (the benchmark measures both loops on one instance).
+    ``forked_from`` are the processes this one was forked from with torch loaded or the dataset
+    built (execute/holder.py): the memory figures count their share of the pages in common.
     """
+    check_targets(cfg)  # the imports it needs are this process's anyway: first, before any dataset
     loader_cfg, bench = cfg["loader"], cfg["bench"]
     seed_everything(bench["seed"])
     device = resolve_device(cfg["device"]["type"])
@@ -180,7 +202,7 @@ def measure_job(
         on_batch(done, total)  # type: ignore[misc]
 
     gpu_index = (device.index or 0) if device.type == "cuda" else None
-    with ResourceMonitor(bench["resource_interval_s"], gpu_index=gpu_index) as monitor:
+    with ResourceMonitor(bench["resource_interval_s"], gpu_index=gpu_index, forked_from=forked_from) as monitor:
         repeats, stopped = repeat_until_precise(loader, budget, bench, delivery, None if idle else consumer,
                                                 progress if on_batch is not None else None)
     resources = monitor.stats()  # stopped, with a last sample, on leaving the block

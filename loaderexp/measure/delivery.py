@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sized
 
-from torch.utils.data import BatchSampler, Dataset, Sampler, default_collate
+from torch.utils.data import BatchSampler, Dataset, Sampler, default_collate, default_convert
 from torch.utils.data.distributed import DistributedSampler
 
 from loaderexp.measure.transfer import batch_size_and_bytes
@@ -36,15 +36,16 @@ class IndexedDataset(Dataset):
     Used with workers only (see the module's docstring).
     """
 
-    def __init__(self, dataset: Dataset):
+    def __init__(self, dataset: Dataset, prebatched: bool = False):
         self.dataset = dataset
         self._getitems = getattr(dataset, "__getitems__", None)
+        self.prebatched = prebatched  # batch_size=None: the fetcher asks for one item, a batch, at a time
 
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
 
     def __getitem__(self, index: int):
-        return self.dataset[index]
+        return (self.dataset[index], [index]) if self.prebatched else self.dataset[index]
 
     def __getitems__(self, indices: list[int]) -> tuple[list, list[int]]:
         dataset = self.dataset
@@ -116,13 +117,16 @@ class RecordingBatchSampler(Sampler):
     rest of the harness together on a fast dataset.
     """
 
-    def __init__(self, sampler: Sampler, batch_size: int, drop_last: bool):
+    def __init__(self, sampler: Sampler, batch_size: Optional[int], drop_last: bool):
         self.sampler = sampler
-        self.batches = BatchSampler(sampler, batch_size, drop_last)
+        # batch_size=None: each index is an item that is a batch already; it is yielded alone, as
+        # DataLoader's sampler yields it then.
+        self.prebatched = batch_size is None
+        self.batches = BatchSampler(sampler, batch_size or 1, drop_last)
         self.log = IndexLog(0)
         self.epoch = 0
 
-    def __iter__(self) -> Iterator[list[int]]:
+    def __iter__(self) -> Iterator[Any]:
         # As a training loop does: DistributedSampler reshuffles only when told the epoch.
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(self.epoch)
@@ -131,7 +135,7 @@ class RecordingBatchSampler(Sampler):
         record = self.log.add
         for batch in self.batches:
             record(batch)
-            yield batch
+            yield batch[0] if self.prebatched else batch
 
     def __len__(self) -> int:
         return len(self.batches)
@@ -239,9 +243,12 @@ def instrumented(
     dataset: Dataset, recorder: RecordingBatchSampler, num_workers: int, collate: Optional[Callable] = None
 ) -> tuple[Dataset, dict[str, Any]]:
     """The dataset and the DataLoader arguments that let :class:`DeliveryTracker` check delivery."""
+    prebatched = recorder.prebatched  # batch_size=None: the recorder is the sampler, collate only converts
+    extra: dict[str, Any] = {"sampler" if prebatched else "batch_sampler": recorder}
     if tags_batches(num_workers):
-        return IndexedDataset(dataset), {"batch_sampler": recorder, "collate_fn": IndexedCollate(collate or default_collate)}
-    return dataset, {"batch_sampler": recorder}
+        extra["collate_fn"] = IndexedCollate(collate or (default_convert if prebatched else default_collate))
+        return IndexedDataset(dataset, prebatched), extra
+    return dataset, extra
 
 
 class DeliveryTracker:
@@ -264,7 +271,7 @@ class DeliveryTracker:
         *,
         recorder: Optional[RecordingBatchSampler],
         dataset_length: Optional[int],
-        batch_size: int,
+        batch_size: Optional[int],
         drop_last: bool,
         in_order: bool,
         num_workers: int,
@@ -285,8 +292,11 @@ class DeliveryTracker:
         self._count = 0  # samples delivered in the current epoch (iterable data: counted per batch)
         self._ended = 0  # samples delivered in ended epochs
         self._in_epoch = False
+        # batch_size=None: an index (an item) is a batch of its own size, counted as it arrives.
+        self.prebatched = batch_size is None
+        self._samples = 0
         # Called by the measured loop for each batch; None when the recorder already knows it all.
-        self.take: Optional[Callable[[Any], None]] = (
+        self.take: Optional[Callable[[Any], None]] = self._take_prebatched if self.prebatched else (
             self._take_tagged if self.tagged else None if self.indexed else self._take_counted)
 
     def start_epoch(self) -> None:
@@ -304,6 +314,13 @@ class DeliveryTracker:
     def _take_counted(self, batch: Any) -> None:
         self._count += batch_size_and_bytes(batch)[0]
 
+    def _take_prebatched(self, batch: Any) -> None:
+        if self.tagged:
+            self._delivered.add(batch[0])  # type: ignore[union-attr]
+        elif not self.indexed:
+            self._count += 1  # an iterable's item
+        self._samples += batch_size_and_bytes(self.payload(batch))[0]
+
     def _epoch_count(self) -> int:
         if self.tagged:
             return self._delivered.size // PackedIndexLog.ITEM  # type: ignore[union-attr]
@@ -314,8 +331,13 @@ class DeliveryTracker:
         return self._count
 
     def delivered(self) -> int:
-        """Samples delivered so far, across epochs (the measured loop counts its window's from this)."""
+        """Indices (items) delivered so far, across epochs."""
         return self._ended + (self._epoch_count() if self._in_epoch else 0)
+
+    def delivered_samples(self) -> int:
+        """Samples delivered so far, across epochs (the measured loop counts its window's from this):
+        the items, or with batch_size=None the samples in them."""
+        return self._samples if self.prebatched else self.delivered()
 
     def payload(self, batch: Any) -> Any:
         """The batch as the user's dataset made it (indices removed)."""

@@ -40,7 +40,7 @@ class BudgetSpec:
     batches: int = 100
     epochs: int = 1
     seconds: float = 5.0
-    max_seconds: float = 900.0  # wall-clock limit of one repeat
+    max_seconds: float = 900.0  # wall-clock limit of one repeat (one window, its warm-up included)
     round_size: int = 1  # batches per round (one per worker): windows hold whole rounds
     min_seconds: float = 0.0  # budget=batches: a window lasts at least this long (more rounds if need be)
 
@@ -86,7 +86,26 @@ def run_repeat(
     clock: Clock = time.perf_counter,
     on_batch: Optional[Callable[[int], None]] = None,
 ) -> RepeatTiming:
-    """Measure one repeat of ``loader`` under ``budget``.
+    """One window of ``loader`` under ``budget``, from a fresh iterator: :func:`run_windows` with one."""
+    return run_windows(loader, budget, delivery, process, clock, on_batch)[0]
+
+
+def run_windows(
+    loader: Iterable,
+    budget: BudgetSpec,
+    delivery: DeliveryTracker,
+    process: Optional[Process] = None,
+    clock: Clock = time.perf_counter,
+    on_batch: Optional[Callable[[int], None]] = None,
+    another: Optional[Callable[[list[RepeatTiming]], bool]] = None,
+) -> list[RepeatTiming]:
+    """Measure consecutive windows of one stream of batches under ``budget``.
+
+    The stream starts with a fresh iterator and its warm-up; each window then runs until the
+    budget is spent, and when ``another(windows so far)`` says so the next window starts at the
+    very batch where the last one ended: the workers stay warm and nothing in flight is lost or
+    counted twice, as in a training loop that never pauses.  (Budget ``epochs`` is whole epochs
+    from a fresh iterator each time: the caller starts one stream per repeat there.)
 
     A batch's wait runs from the end of the previous batch's work (or the epoch's start, its
     iterator and workers included) to its arrival; its busy time from arrival to the end of
@@ -98,13 +117,15 @@ def run_repeat(
     epoch checks) is counted once, outside the loop.  The timings go into lists sized up front:
     a list that grows is reallocated every few dozen batches, and a block kept between two
     batch-sized buffers moves where later batches land, a cost the bare loop would not have.
-    ``on_batch(count)`` follows every measured batch: the heartbeat that the measuring process's
-    parent watches for stalls, and what the progress bar counts.
+    ``on_batch(count)`` follows every measured batch with the count across windows: the
+    heartbeat that the measuring process's parent watches for stalls, and what the progress bar counts.
     """
+    windows: list[RepeatTiming] = []
     timing = RepeatTiming(round_size=budget.round_size)
     capacity = _expected_batches(loader, budget)
     waits, busies = [0.0] * capacity, [0.0] * capacity  # busy stays 0 without a step
-    count = 0  # measured batches
+    count = 0  # measured batches in this window
+    before = 0  # measured batches in the windows before it
     seen = 0  # batches including warm-up
     warmup = budget.warmup_batches
     per_round = budget.round_size
@@ -116,7 +137,7 @@ def run_repeat(
     hard_deadline = repeat_start + budget.max_seconds
     deadline = math.inf
     window_start: Optional[float] = None
-    delivered_before = delivery.delivered() if warmup == 0 else 0
+    delivered_before = delivery.delivered_samples() if warmup == 0 else 0
     epochs_done = 0
     finished = False
     while not finished:
@@ -153,14 +174,29 @@ def run_repeat(
                         busies.append(done - arrived)
                     count += 1
                     if on_batch is not None:
-                        on_batch(count)
+                        on_batch(before + count)
                     if count % per_round == 0 and (
                         (count >= batch_limit and done - window_start >= min_seconds) or done >= deadline
                     ):
-                        finished = True
-                        break
+                        _close(timing, waits, busies, count, done - window_start,
+                               delivery.delivered_samples() - delivered_before)
+                        windows.append(timing)
+                        if another is None or budget.mode == "epochs" or not another(windows):
+                            finished = True
+                            break
+                        # The next window starts here, on the same iterator.
+                        timing = RepeatTiming(round_size=per_round, sample_bytes=timing.sample_bytes)
+                        waits, busies = [0.0] * capacity, [0.0] * capacity
+                        before += count
+                        count = 0
+                        delivered_before = delivery.delivered_samples()
+                        # Windows tile the stream: this bookkeeping falls into the next wait.
+                        window_start = previous = done
+                        deadline = window_start + seconds
+                        hard_deadline = window_start + budget.max_seconds
+                        continue
                 elif seen == warmup:
-                    delivered_before = delivery.delivered()
+                    delivered_before = delivery.delivered_samples()
                 if done > hard_deadline:
                     raise RunTimeout(f"a repeat ran past bench.max_run_seconds={budget.max_seconds:g}")
                 previous = done
@@ -183,12 +219,19 @@ def run_repeat(
                     "(an empty dataset, or drop_last with fewer samples than batch_size)"
                 )
         del iterator  # shuts non-persistent workers down before the next repeat
+    if not windows or windows[-1] is not timing:  # the budget ended with the epochs, not in a window
+        _close(timing, waits, busies, count, done - window_start if window_start is not None else 0.0,
+               delivery.delivered_samples() - delivered_before if window_start is not None else 0)
+        windows.append(timing)
+    return windows
+
+
+def _close(timing: RepeatTiming, waits: list[float], busies: list[float], count: int, window_s: float,
+           samples: int) -> None:
     del waits[count:], busies[count:]
     timing.wait_s, timing.busy_s = waits, busies
-    if window_start is not None:
-        timing.window_s = done - window_start
-        timing.samples = delivery.delivered() - delivered_before
-    return timing
+    timing.window_s = window_s
+    timing.samples = samples
 
 
 def with_worker_exits(error: RuntimeError, iterator: Any) -> RuntimeError:

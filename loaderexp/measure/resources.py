@@ -82,9 +82,15 @@ def descendants(pid: int) -> list[int]:
 class ResourceMonitor:
     """Samples the tree every ``interval_s`` on a daemon thread between ``start`` and ``stop``."""
 
-    def __init__(self, interval_s: float = 0.25, pid: int | None = None, gpu_index: int | None = None):
+    def __init__(self, interval_s: float = 0.25, pid: int | None = None, gpu_index: int | None = None,
+                 forked_from: tuple[int, ...] = ()):
         self.interval_s = interval_s
         self.root = psutil.Process(pid or os.getpid())
+        # The processes the root was forked from after importing torch or building the dataset
+        # (loaderexp's fork server, the dataset holder): the pages they still share are split
+        # between them, so their PSS is added (not their CPU, not their USS) and the tree's memory
+        # reads as a process that imported and built everything itself.
+        self._forked_from = [psutil.Process(pid) for pid in forked_from]
         self._known: dict[int, psutil.Process] = {}
         self._cpu_seconds: dict[int, float] = {}  # per process, at the last sample
         self._last_sample = 0.0
@@ -199,6 +205,11 @@ class ResourceMonitor:
                 continue
             pss += getattr(memory, "pss", memory.rss)
             uss += memory.uss
+        for process in self._forked_from:
+            try:
+                pss += getattr(process.memory_full_info(), "pss", 0.0)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                pass
         self._pss = max(self._pss, pss)
         self._uss = max(self._uss, uss)
         shm = shm_used_bytes()

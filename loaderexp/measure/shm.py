@@ -15,11 +15,11 @@ class SharedMemoryTooSmall(RuntimeError):
     """The batches in flight would not fit in /dev/shm: refuse before any worker starts."""
 
 
-def shm_needed(sample_bytes: int, batch_size: int, num_workers: int, prefetch_factor: Optional[int]) -> int:
+def shm_needed(sample_bytes: int, batch_size: Optional[int], num_workers: int, prefetch_factor: Optional[int]) -> int:
     """Bytes of batches in flight between workers and the main process (each a shared-memory segment)."""
     if num_workers == 0:
         return 0
-    return num_workers * (prefetch_factor or 2) * batch_size * sample_bytes
+    return num_workers * (prefetch_factor or 2) * (batch_size or 1) * sample_bytes  # None: an item is a batch
 
 
 def shm_verdict(needed: int, free: Optional[int]) -> Optional[str]:

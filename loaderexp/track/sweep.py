@@ -81,10 +81,10 @@ class SweepCallback(Callback):
             print(f"loaderexp: error: {error}; the sweep did not start", file=sys.stderr)
             raise SystemExit(2) from error
         STATE.tracker = MlflowTracker(tracking.uri, tracking.experiment)
-        from loaderexp.result import host_facts
+        from loaderexp.result import machine_facts
         from loaderexp.track.tracker import host_tags
 
-        tags = host_tags(host_facts())
+        tags = host_tags(machine_facts())  # where the sweep was launched; each job tags its own host
         tags.update(
             {
                 "loaderexp.sweep": "parent",

@@ -1,0 +1,161 @@
+"""The dataset holder: a process that builds a sweep's dataset once and forks each job's measuring process.
+
+A naive loop builds its dataset once and times every setting on it; loaderexp measures every job
+in a fresh, killable process, and used to build the dataset again in each (CIFAR-10: 0.7 s a job,
+a fifth of a short job).  The holder keeps both: it is started from the forkserver, builds the
+dataset and transform of the first job, and for every job with the same ones forks a measuring
+process that finds them ready.  A fork starts from the holder's pristine copy, so nothing a job
+does to its dataset (caches filled, files opened, a stream consumed) reaches the next job.  The
+job's memory counts the holder's share of the pages they have in common (``forked_from``).
+
+Messages on the one pipe: main -> holder ``("job", cfg)``; holder -> main ``("started", pid)`` and,
+once that process is gone, ``("exited", pid, status)``; the measuring process -> main ``("total",
+n)`` and ``("done", measurement)`` or ``("error", kind, message, traceback)``, which the holder also
+sends when it could not build the dataset.  After anything but a clean job the holder is
+discarded, so no stale message or state can reach the next job.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+import traceback
+from typing import Any, Callable, Mapping, Optional
+
+
+def dataset_key(cfg: Mapping[str, Any]) -> str:
+    """What the holder builds from (the dataset node, its python_path included, the transform and the
+    seed): a job reuses the holder only when all of these are the same."""
+    return json.dumps([cfg["dataset"], cfg["transform"], cfg["bench"]["seed"]], sort_keys=True, default=str)
+
+
+class Holder:
+    """The main process's handle on one holder process."""
+
+    def __init__(self, ctx: Any, cfg: Mapping[str, Any]):
+        self.key = dataset_key(cfg)
+        self.conn, child_end = ctx.Pipe(duplex=True)
+        self.batches = ctx.RawValue("q", 0)  # written by the measuring process per batch, read here
+        self.process = ctx.Process(target=_holder_main, args=(dict(cfg), child_end, self.batches),
+                                   name="loaderexp-dataset")
+        self.process.start()
+        child_end.close()
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def stop(self) -> None:
+        self.conn.close()  # the holder's recv() ends: it returns
+        self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+
+
+_current: Optional[Holder] = None
+
+
+def holder_for(ctx: Any, cfg: Mapping[str, Any]) -> Holder:
+    """The holder of this job's dataset: the last job's when it is the same, else a new one."""
+    global _current
+    if _current is not None and (_current.key != dataset_key(cfg) or not _current.alive()):
+        discard()
+    if _current is None:
+        _current = Holder(ctx, cfg)
+    return _current
+
+
+def discard() -> None:
+    """Stop the current holder (after a failed job, for another dataset, at exit)."""
+    global _current
+    if _current is not None:
+        holder, _current = _current, None
+        holder.stop()
+
+
+atexit.register(discard)  # before multiprocessing joins its children at exit: the holder must end first
+
+
+def _holder_main(cfg: Mapping[str, Any], conn: Any, batches: Any) -> None:
+    import torch
+
+    from loaderexp.config import apply_python_path, check_targets
+    from loaderexp.data.build import build_dataset, build_transform
+    from loaderexp.execute.job import seed_everything
+
+    try:
+        apply_python_path(cfg)  # the forkserver started before this job's python_path was known
+        check_targets(cfg)
+        seed_everything(cfg["bench"]["seed"])
+        threads = torch.get_num_threads()
+        # One thread while building: an OpenMP pool started here would not survive the forks.
+        torch.set_num_threads(1)
+        dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
+    except BaseException as error:  # noqa: BLE001 - the job's error, as the measuring process sends it
+        conn.send(("error", type(error).__name__, str(error), traceback.format_exc(limit=20)))
+        conn.close()
+        return
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        batches.value = 0
+        pid = os.fork()
+        if pid == 0:
+            _measure(message[1], conn, batches, dataset, threads)  # never returns
+        conn.send(("started", pid))
+        _, status = os.waitpid(pid, 0)
+        conn.send(("exited", pid, os.waitstatus_to_exitcode(status)))
+
+
+def _measure(cfg: Mapping[str, Any], conn: Any, batches: Any, dataset: Any, threads: int) -> None:
+    """The measuring process: one job on the holder's dataset, its result down the pipe, then exit."""
+    code = 0
+    try:
+        import multiprocessing
+
+        import psutil
+        import torch
+
+        from loaderexp.execute.job import measure_job
+
+        torch.set_num_threads(threads)
+        multiprocessing.set_start_method(worker_start_method(), force=True)
+        holder = psutil.Process(os.getppid())
+        forked_from = (holder.pid, holder.ppid())  # the holder, and the forkserver it came from
+        measured = measure_job(cfg, on_batch=heartbeat(batches, conn), dataset=dataset, forked_from=forked_from)
+        conn.send(("done", measured))
+    except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data
+        code = 1
+        try:
+            conn.send(("error", type(error).__name__, str(error), traceback.format_exc(limit=20)))
+        except BaseException:  # noqa: BLE001 - the pipe is gone: the exit status says it
+            pass
+    finally:
+        os._exit(code)  # never back into the holder's loop, nor its atexit handlers
+
+
+def worker_start_method() -> str:
+    """How the DataLoader's workers start when ``loader.multiprocessing_context`` is null: fork on
+    Linux, so they are this process's children (their deaths are seen, the resource monitor finds
+    them, a kill takes them along); spawn where fork is unsafe.  Asked for explicitly: the
+    interpreter's default is forkserver from Python 3.14, and a forkserver child inherits it."""
+    return "fork" if sys.platform.startswith("linux") else "spawn"
+
+
+def heartbeat(batches: Any, conn: Any) -> Callable[[int, Optional[int]], None]:
+    """What the measured loop calls after each batch in a real job: one store into shared memory
+    (and, once per job, the planned total down the pipe).  benchmarks/harness_overhead.py
+    measures loaderexp with this in its loop."""
+    planned: list[Optional[int]] = [None]
+
+    def beat(done: int, total: Optional[int]) -> None:
+        batches.value = done
+        if total != planned[0]:
+            planned[0] = total
+            conn.send(("total", total))
+
+    return beat

@@ -1,0 +1,37 @@
+"""The dataset holder: built once for the jobs that share a dataset, found as built by every job."""
+
+from __future__ import annotations
+
+from loaderexp.runner import JobContext, run
+from tests.conftest import REPO, TINY
+
+STATEFUL = "tests.faulty.Stateful"
+
+
+def test_jobs_on_one_dataset_build_it_once_and_each_finds_it_as_built(compose_cfg, tmp_path):
+    log = tmp_path / "dataset.log"
+    base = [*TINY, "tracking=none", f"dataset._target_={STATEFUL}", f"+dataset.python_path={REPO}",
+            f"+dataset.log={log}"]
+    for index, workers in enumerate((0, 0, 1)):
+        result = run(compose_cfg([*base, f"loader.num_workers={workers}"]), JobContext(output_dir=tmp_path / str(index)))
+        assert result.status == "FINISHED", result.error
+    lines = log.read_text().splitlines()
+    assert len([line for line in lines if line.startswith("built")]) == 1
+    reads = [line for line in lines if line.startswith("read")]
+    # Each job's measuring process (or, with workers, each worker and the pre-flight probe) read
+    # from a dataset that had served nothing: what job 1 did to it did not reach job 2.
+    assert len(reads) >= 3 and all(line.endswith("after 0") for line in reads)
+    assert len({line.split()[1] for line in reads}) == len(reads)
+
+    # Another dataset (here one more sample) is another holder.
+    result = run(compose_cfg([*base, "dataset.num_samples=300"]), JobContext(output_dir=tmp_path / "other"))
+    assert result.status == "FINISHED", result.error
+    assert len([line for line in log.read_text().splitlines() if line.startswith("built")]) == 2
+
+
+def test_a_job_that_crashes_its_process_leaves_the_next_job_a_fresh_holder(compose_cfg, tmp_path):
+    faulty = [*TINY, "tracking=none", f"+dataset.python_path={REPO}"]
+    crashed = run(compose_cfg([*faulty, "dataset._target_=tests.faulty.Segfault"]), JobContext(output_dir=tmp_path / "a"))
+    assert crashed.status == "FAILED" and "SIGSEGV" in crashed.error
+    fine = run(compose_cfg([*faulty]), JobContext(output_dir=tmp_path / "b"))
+    assert fine.status == "FINISHED", fine.error
