@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -57,5 +58,17 @@ def test_sweep_runs_params_and_metrics_are_on_the_page(tmp_path, data_root):
             for name in ("loader.num_workers", "dataset.name", "throughput_samples_per_s", "wait_p95_ms",
                          "delivery_ok"):
                 assert name in page, name
+            digest = child.inputs.dataset_inputs[0].dataset.digest  # mlflow.log_input: its dataset, by digest
+            assert digest in page
         chromium(f"{runs_url}/{children[0].info.run_id}", tmp_path / "p3",
                  f"--screenshot={ARTIFACTS / 'mlflow_run.png'}")
+
+        # The printed charts address opens on the sweep's jobs, a chart of throughput per num_workers.
+        printed = next(line.split()[-1] for line in proc.stdout.splitlines() if line.startswith("MLflow charts:"))
+        charts_url = printed.replace("http://127.0.0.1:5000", url)
+        chromium(charts_url, tmp_path / "p4", f"--screenshot={ARTIFACTS / 'mlflow_charts.png'}")
+        page = chromium(charts_url, tmp_path / "p5", "--dump-dom")
+        text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+        assert "loaderexp: the sweep (2)" in text  # the section the sweep stored, with its two charts
+        assert "Group: 0" in text and "Group: 1" in text  # its jobs, one group per configuration
+        assert parent.info.run_name not in page  # the parent's own metrics are not what is charted

@@ -40,6 +40,7 @@ def test_defaults_are_the_classic_cifar_run(compose_cfg):
     plain = resolve_auto_transform(to_plain(compose_cfg([])))
     assert plain["dataset"]["name"] == "cifar10"
     assert plain["transform"]["name"] == "cifar_train"
+    assert plain["transform"]["api"] == "v1"  # classic torchvision.transforms, as most CIFAR code writes it
     assert plain["tracking"]["uri"].startswith("sqlite:////")  # absolute path
     assert plain["data_root"].startswith("/")
 

@@ -79,13 +79,14 @@ def compose(overrides: list[str] | None = None, config_name: str = "config") -> 
 
 
 def apply_python_path(plain: Mapping[str, Any]) -> None:
-    """Put a dataset node's ``python_path`` folders on sys.path (spawned workers inherit it)."""
+    """Put the dataset's and the step's ``python_path`` folders on sys.path (spawned workers inherit it)."""
     import sys
 
-    folders = plain["dataset"].get("python_path") or []
-    for folder in [folders] if isinstance(folders, str) else folders:
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
+    for node in (plain["dataset"], plain.get("step") or {}):
+        folders = node.get("python_path") or []
+        for folder in [folders] if isinstance(folders, str) else folders:
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
 
 
 def resolve_auto_transform(plain: dict[str, Any]) -> dict[str, Any]:

@@ -42,6 +42,8 @@ class StepKind(str, Enum):
     none = "none"  # only load (and copy): the loader's own ceiling
     sleep = "sleep"  # a fixed compute time per batch
     matmul = "matmul"  # real work on the device: a chain of square matmuls
+    model = "model"  # a torchvision model's training step: forward, backward, optimizer step
+    custom = "custom"  # your own step: step._target_ names a factory(device, **kwargs) -> callable(batch)
 
 
 class TrackingBackend(str, Enum):
@@ -103,6 +105,12 @@ class StepConfig:
     ms: float = 0.0  # sleep: milliseconds per batch
     size: int = 1024  # matmul: side of the square matrices
     repeat: int = 1  # matmul: chained multiplies per batch
+    model: str = "resnet18"  # model: a torchvision.models name, built without pretrained weights
+    num_classes: int = 10  # model: its output classes
+    lr: float = 0.01  # model: SGD learning rate (momentum 0.9)
+    _target_: Optional[str] = None  # custom: dotted path to factory(device, **kwargs) -> callable(batch)
+    kwargs: dict[str, Any] = field(default_factory=dict)  # custom: the factory's other arguments
+    python_path: Optional[str] = None  # custom: a folder put on sys.path to import _target_ from
 
 
 @dataclass

@@ -59,7 +59,25 @@ def _target_problems(cfg: Mapping[str, Any]) -> list[str]:
                       "; give a dotted path to a function, e.g. mypackage.data.collate")
     for group in ("dataset", "sampler", "transform"):
         _check_target(group, cfg[group], problems)
+    _check_step_target(cfg["step"], problems)
     return problems
+
+
+def _check_step_target(step: Mapping[str, Any], problems: list[str]) -> None:
+    if step["kind"] == "model":
+        import torchvision
+
+        names = sorted(torchvision.models.list_models(module=torchvision.models))
+        if step["model"] not in names:
+            problems.append(f"step.model={step['model']}: not a torchvision classification model; valid: "
+                            f"{', '.join(names)}")
+    elif step["kind"] == "custom":
+        if not step.get("_target_"):
+            problems.append("step._target_ is missing: step=custom names your step's factory, "
+                            "e.g. custom_step.make_step (examples/custom_step.py)")
+        else:
+            _imported("step._target_", step["_target_"], problems,
+                      "; give a dotted path to a factory(device, **step.kwargs) -> callable(batch)")
 
 
 # Knobs that mean nothing without workers, and the value DataLoader needs there instead.

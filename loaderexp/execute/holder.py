@@ -120,8 +120,10 @@ def _measure(cfg: Mapping[str, Any], conn: Any, batches: Any, dataset: Any, thre
         import psutil
         import torch
 
+        from loaderexp.config import apply_python_path
         from loaderexp.execute.job import measure_job
 
+        apply_python_path(cfg)  # this job's step may live elsewhere than the first job's
         torch.set_num_threads(threads)
         multiprocessing.set_start_method(worker_start_method(), force=True)
         holder = psutil.Process(os.getppid())

@@ -10,6 +10,7 @@ import multiprocessing
 import random
 import time
 from dataclasses import dataclass, field
+from warnings import catch_warnings, filterwarnings
 from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
@@ -147,7 +148,26 @@ def repeat_until_precise(
     return repeats, "precise" if precise else "max_repeats"
 
 
+# torch's warnings for what a run records itself (more workers than CPUs, pin_memory without an
+# accelerator): a sweep prints one line per job, not the same advice twice per job.
+RECORDED_WARNINGS = (r"This DataLoader will create \d+ worker processes in total",
+                     r".*'pin_memory' argument is set as true but no accelerator is found")
+
+
 def measure_job(
+    cfg: Mapping[str, Any],
+    on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
+    dataset: Optional[Any] = None,
+    forked_from: tuple[int, ...] = (),
+) -> JobMeasurement:
+    """:func:`measure`, with torch's warnings for what the run records itself left out."""
+    with catch_warnings():
+        for message in RECORDED_WARNINGS:
+            filterwarnings("ignore", message=message, category=UserWarning)
+        return measure(cfg, on_batch, dataset, forked_from)
+
+
+def measure(
     cfg: Mapping[str, Any],
     on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
     dataset: Optional[Any] = None,
@@ -191,7 +211,7 @@ def measure_job(
     warnings += shm_preflight(dataset, iterable, loader_cfg)
     to_device = HostToDevice(device, cfg["device"]["non_blocking"])
     step_cfg = cfg["step"]
-    step = make_step(step_cfg["kind"], step_cfg["ms"], step_cfg["size"], step_cfg["repeat"], device)
+    step = make_step(step_cfg, device, callable_at(step_cfg.get("_target_")))
     consumer = Consumer(to_device, step, prefetch=cfg["device"]["prefetch"])
     # Nothing to copy, pin-check or compute: leave the per-batch hook out of the hot loop.
     idle = step is None and device.type == "cpu" and not torch.cuda.is_available()

@@ -3,7 +3,8 @@
 ``none`` only loads (and copies): the loader's ceiling.  ``sleep`` takes a fixed time on the host,
 like a step on an accelerator that the host just waits for.  ``matmul`` does real work on the
 chosen device *with the batch*: it projects the batch's samples and multiplies on, then waits for
-its own stream (as ``loss.item()`` would), not for every stream.
+its own stream (as ``loss.item()`` would), not for every stream.  ``model`` trains a torchvision
+model on the batch (forward, backward, optimizer step), and ``custom`` is the user's own step.
 
 A step cannot start before its batch is on the device: the consumer waits for each copy's end
 event first: on the compute stream for a device step, on the host for ``sleep`` and ``none``.
@@ -12,7 +13,7 @@ event first: on the compute stream for a device step, on the host for ``sleep`` 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import torch
 
@@ -20,15 +21,75 @@ from loaderexp.measure.loop import Clock
 from loaderexp.measure.transfer import HostToDevice, tensors_of
 
 
-def make_step(kind: str, ms: float, size: int, repeat: int, device: torch.device) -> Optional[Callable[[Any], None]]:
+def make_step(step: Mapping[str, Any], device: torch.device,
+              factory: Optional[Callable[..., Callable[[Any], Any]]] = None) -> Optional[Callable[[Any], None]]:
+    """The configured step; ``factory`` is the imported ``step._target_`` of ``step.kind=custom``."""
+    kind = step["kind"]
     if kind == "none":
         return None
     if kind == "sleep":
-        seconds = ms / 1000.0
+        seconds = step["ms"] / 1000.0
         return lambda batch: time.sleep(seconds)
     if kind == "matmul":
-        return MatmulStep(size, repeat, device)
-    raise ValueError(f"step.kind={kind!r}; valid: none, sleep, matmul")
+        return MatmulStep(step["size"], step["repeat"], device)
+    if kind == "model":
+        return ModelStep(step["model"], step["num_classes"], step["lr"], device)
+    if kind == "custom" and factory is not None:
+        return factory(device, **(step.get("kwargs") or {}))
+    raise ValueError(f"step.kind={kind!r}; valid: none, sleep, matmul, model, custom (with step._target_)")
+
+
+def model_names() -> list[str]:
+    """The classification models torchvision can build by name."""
+    import torchvision
+
+    return sorted(torchvision.models.list_models(module=torchvision.models))
+
+
+class ModelStep:
+    """A training step of a torchvision model on the batch: forward, loss, backward, SGD step.
+
+    Built without pretrained weights (nothing is downloaded).  The batch's first tensor of images
+    is the input (uint8 images are scaled to [0, 1]) and its first 1-d integer tensor the labels.
+    Like ``loss.item()``, it waits for its own stream at the end, not for every stream.
+    """
+
+    on_device = True
+
+    def __init__(self, name: str, num_classes: int, lr: float, device: torch.device):
+        import torchvision
+
+        self.device = device
+        self.model = torchvision.models.get_model(name, weights=None, num_classes=num_classes).to(device).train()
+        self.num_classes = num_classes
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)
+        self.loss = torch.nn.CrossEntropyLoss()
+
+    def __call__(self, batch: Any) -> torch.Tensor:
+        images, labels = images_and_labels(batch, self.num_classes)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss(self.model(images), labels)
+        loss.backward()
+        self.optimizer.step()
+        if self.device.type == "cuda":
+            torch.cuda.current_stream(self.device).synchronize()
+        return loss.detach()
+
+
+def images_and_labels(batch: Any, num_classes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(images, labels) from a collated batch: its first tensor of 4 dimensions (N, C, H, W) and
+    its first 1-d integer tensor of as many labels (class 0 for all when it has none)."""
+    tensors = tensors_of(batch)
+    images = next((t for t in tensors if t.dim() == 4), None)
+    if images is None:
+        raise ValueError("step=model needs a batch of images (a tensor N x C x H x W); "
+                         f"this batch holds tensors of shapes {[tuple(t.shape) for t in tensors]}")
+    if not images.is_floating_point():
+        images = images.float() / 255
+    labels = next((t for t in tensors if t.dim() == 1 and not t.is_floating_point() and len(t) == len(images)), None)
+    if labels is None:
+        labels = torch.zeros(len(images), dtype=torch.long, device=images.device)
+    return images, labels.long().clamp_(0, num_classes - 1)
 
 
 def samples_tensor(batch: Any) -> torch.Tensor:

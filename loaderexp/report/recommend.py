@@ -60,4 +60,25 @@ def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional
         else:
             text += (f": the difference is inside the measured noise (IQR {100 * noise(chosen):.1f}% of the median),"
                      " so the sweep cannot tell them apart.")
-    return Recommendation(chosen, best, within_noise, text)
+    return Recommendation(chosen, best, within_noise, text + _bound_text(chosen, best, finished))
+
+
+def _bound_text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult]) -> str:
+    """With a training step: what limits the recommended run, and what that means for the workers."""
+    bound = chosen.info.get("bound", "")
+    waiting = chosen.metrics.get("stall_fraction")
+    waited = f", {100 * waiting:.0f}% of its time waiting for data" if waiting is not None else ""
+    if bound in ("compute-bound", "transfer-bound"):
+        part = "step" if bound == "compute-bound" else "copy to the device"
+        return (f" It is {bound}{waited}: the {part}, not loading, sets the pace, so more workers would not train "
+                f"faster; num_workers={chosen.params.get('loader.num_workers')} is enough for this training.")
+    computing = [r for r in finished if r.info.get("bound") == "compute-bound"]
+    if bound == "loader-bound" and computing:
+        fewest = min(r.params.get("loader.num_workers", 0) for r in computing)
+        return (f" It is loader-bound{waited}; from num_workers={fewest} on the step sets the pace, for at most "
+                f"{100 * (1 - chosen.metrics['throughput_samples_per_s'] / best.metrics['throughput_samples_per_s']):.1f}%"
+                " more.")
+    if bound == "loader-bound" and best.info.get("bound") == "loader-bound":
+        return (f" Even the fastest run is loader-bound{waited if chosen is best else ''}: the step waits for data, "
+                "so faster loading (more workers or cores, a lighter transform, a faster format) would train faster.")
+    return ""

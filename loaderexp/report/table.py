@@ -32,8 +32,9 @@ def summary_table(items: Sequence[tuple[Path, RunResult]]) -> str:
     axes = varying_params(results) or ["loader.num_workers"]
     base = baseline(results)
     base_rate = base.metrics["throughput_samples_per_s"] if base else None
+    stepped = any(r.info.get("bound", "").endswith("-bound") for r in results)  # a training step ran
     header = [*(short_key(a) for a in axes), "status", "samples/s", "±IQR%", "MB/s", "1st batch s", "epoch s", "wait p50/p95 ms",
-              "speed-up", "stall%", "h2d GB/s", "PSS MB", "delivery"]
+              "speed-up", "stall%", *(["bound"] if stepped else []), "h2d GB/s", "PSS MB", "delivery"]
     rows = [header]
     for folder, r in items:
         m = r.metrics
@@ -52,6 +53,7 @@ def summary_table(items: Sequence[tuple[Path, RunResult]]) -> str:
             f"{_fmt(m.get('wait_p50_ms'), 2)}/{_fmt(m.get('wait_p95_ms'), 2)}",
             f"{rate / base_rate:.2f}x" if rate and base_rate else "-",
             _fmt(100 * m["stall_fraction"], 0) if "stall_fraction" in m else "-",
+            *([r.info.get("bound", "-").replace("-bound", "")] if stepped else []),
             _fmt(m.get("h2d_gbps"), 2) if m.get("h2d_measured") else "n/m",
             _fmt(m.get("pss_peak_mb"), 0),
             {True: "ok", False: "FAILED", None: "-"}[delivery],

@@ -117,6 +117,7 @@ def finish_sweep(status: str) -> None:
     if STATE.sweep_dir is None:
         return
     from loaderexp.report import load_results, write_report
+    from loaderexp.track.tracker import chart_axis
 
     items = load_results(STATE.sweep_dir)
     text, plot = write_report(items, STATE.sweep_dir, title=f"{STATE.sweep_dir}")
@@ -124,8 +125,14 @@ def finish_sweep(status: str) -> None:
     footer = f"{len(items)} of {STATE.total} jobs recorded in {elapsed:.1f} s; results in {STATE.sweep_dir}"
     links = ""
     if STATE.tracker is not None:
-        links = (f"MLflow runs table: {STATE.tracker.runs_url()}\n"
-                 f"MLflow charts:     {STATE.tracker.runs_url(chart=True)}")
+        links = f"MLflow runs table: {STATE.tracker.runs_url()}"
+        if STATE.parent_run_id is not None:
+            try:
+                charts = STATE.tracker.charts_url(STATE.parent_run_id, STATE.swept_keys)
+                links += (f"\nMLflow charts:     {charts}\n  (throughput and memory against "
+                          f"{chart_axis(STATE.swept_keys)}, a point per configuration)")
+            except Exception as error:  # the store went away: the table's address still helps
+                log.error("could not store the sweep's chart view in MLflow: %s", error)
         if not STATE.tracker.uri.startswith("http"):
             links += f"\n(start the UI with `mlflow ui --backend-store-uri {STATE.tracker.uri}`)"
     unlogged = [r for _, r in items if STATE.tracker is not None and not r.logged]

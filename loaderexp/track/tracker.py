@@ -11,14 +11,17 @@ never loads it.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import subprocess
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 from urllib.parse import urlparse
 
 from loaderexp.result import param_text
 
 PARAM_VALUE_LIMIT = 6000
+CHARTED = ("throughput_samples_per_s", "pss_peak_mb")  # the sweep's charts, against the swept knob
 
 
 class TrackingUnavailable(RuntimeError):
@@ -27,7 +30,13 @@ class TrackingUnavailable(RuntimeError):
 
 @functools.lru_cache(maxsize=None)
 def _client(uri: str):
+    import logging
+
     from mlflow.tracking import MlflowClient
+
+    # A new store's schema migrations log a few INFO lines each sweep would print: not news.
+    for name in ("mlflow.store.db.utils", "alembic.runtime.migration"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
     return MlflowClient(tracking_uri=uri)
 
@@ -106,6 +115,22 @@ class MlflowTracker:
         # The client splits a call into the store's per-request limits (100 params/tags) itself.
         self.client.log_batch(run_id, metrics=metric_list, params=param_list, tags=tag_list)
 
+    def log_dataset(self, run_id: str, params: Mapping[str, Any], info: Mapping[str, Any]) -> None:
+        """The run's dataset as an MLflow input (the runs table's Dataset column): its name, where it
+        is, a digest of its settings, and whether it was generated or is the real one."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        settings = {k: v for k, v in params.items() if k.startswith("dataset.") or k == "data_root"}
+        digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
+        where = params.get("dataset.root") or params.get("data_root") or params.get("dataset._target_", "")
+        source = json.dumps({"uri": str(where), "target": params.get("dataset._target_")})
+        profile = json.dumps({"data_source": info.get("data_source"), "samples": info.get("dataset_length"),
+                              "batches_per_epoch": info.get("batches_per_epoch")})
+        dataset = Dataset(name=str(params.get("dataset.name", "dataset")), digest=digest, source_type="local",
+                          source=source, profile=profile)
+        tags = [InputTag("mlflow.data.context", "train"), InputTag("loaderexp.data_source", str(info.get("data_source")))]
+        self.client.log_inputs(run_id, datasets=[DatasetInput(dataset, tags=tags)])
+
     def log_file(self, run_id: str, path: Path) -> None:
         self.client.log_artifact(run_id, str(path))
 
@@ -116,10 +141,44 @@ class MlflowTracker:
         """The UI's root: the tracking server itself, or where `mlflow ui` serves a local store."""
         return self.uri.rstrip("/") if self.uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
 
-    def runs_url(self, chart: bool = False) -> str:
+    def runs_url(self) -> str:
         """The experiment's runs table (MLflow 3 otherwise opens an empty GenAI overview page)."""
-        url = f"{self.ui_address()}/#/experiments/{self.experiment_id}/runs"
-        return url + "?compareRunsMode=CHART" if chart else url
+        return f"{self.ui_address()}/#/experiments/{self.experiment_id}/runs"
+
+    def charts_url(self, parent_id: str, swept: Sequence[str]) -> str:
+        """The sweep's jobs in MLflow's chart view: throughput (and memory) against the first swept
+        knob, num_workers when it is swept, one point per configuration.
+
+        Stored as one of MLflow's own shared views (the experiment tag ``mlflow.sharedViewState.<key>``
+        that the UI's Share button writes, opened by ``?viewStateShareKey=<key>``): the jobs of this
+        parent only, grouped by the swept knobs (a group per configuration, so they are not folded
+        under the parent's row), with the charts already added.
+        """
+        keys = list(swept) or ["loader.num_workers"]
+        x = chart_axis(swept)
+        section = "loaderexp"
+        charts = [{"uuid": f"loaderexp-{metric}", "type": "SCATTER", "runsCountToCompare": 100,
+                   "metricSectionId": section, "deleted": False, "isGenerated": False,
+                   "xaxis": {"key": x, "type": "PARAM"}, "yaxis": {"key": metric, "type": "METRIC"}}
+                  for metric in CHARTED]
+        state = {
+            "searchFilter": f"tags.mlflow.parentRunId = '{parent_id}'",
+            "groupBy": {"aggregateFunction": "average",
+                        "groupByKeys": [{"mode": "param", "groupByData": key} for key in keys]},
+            "useGroupedValuesInCharts": True,
+            "hideEmptyCharts": False,
+            "compareRunSections": [{"uuid": section, "name": "loaderexp: the sweep", "display": True,
+                                    "isReordered": False}],
+            "compareRunCharts": charts,
+        }
+        share_key = f"loaderexp-{parent_id}"
+        self.client.set_experiment_tag(self.experiment_id, f"mlflow.sharedViewState.{share_key}", json.dumps(state))
+        return f"{self.runs_url()}?viewStateShareKey={share_key}&compareRunsMode=CHART"
+
+
+def chart_axis(swept: Sequence[str]) -> str:
+    """The x axis of a sweep's charts: num_workers when it is swept, else the first swept knob."""
+    return "loader.num_workers" if "loader.num_workers" in swept or not swept else swept[0]
 
 
 def _limit(value: Any) -> str:
@@ -148,6 +207,8 @@ def log_result(tracker: MlflowTracker, run_id: str, result: Any, folder: Path) -
         tags["error"] = result.error
         tags["mlflow.note.content"] = f"**{result.status}**: {result.error}"
     tracker.log(run_id, params=result.params, metrics=result.metrics, tags=tags)
+    if result.status == "FINISHED":
+        tracker.log_dataset(run_id, result.params, result.info)
     for name in ("result.json", "resolved_config.yaml", "batches.csv"):
         if (folder / name).is_file():
             tracker.log_file(run_id, folder / name)
