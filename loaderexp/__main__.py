@@ -30,13 +30,15 @@ def main(cfg: DictConfig) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    # The sweep's identity, from this process or, under a launcher that runs jobs elsewhere, its record.
+    sweep_state = sweep.identity(Path(hydra_cfg.sweep.dir)) if multirun else sweep.SweepState()
     job = JobContext(
         output_dir=Path(hydra_cfg.runtime.output_dir),
         index=hydra_cfg.job.num if multirun else None,
-        total=sweep.STATE.total if multirun else None,
+        total=sweep_state.total,
         overrides=list(hydra_cfg.overrides.task),
-        parent_run_id=sweep.STATE.parent_run_id if multirun else None,
-        name_keys=sweep.STATE.swept_keys if multirun else (),
+        parent_run_id=sweep_state.parent_run_id,
+        name_keys=sweep_state.swept_keys,
     )
     if not multirun and cfg.tracking.backend == "mlflow":
         from loaderexp.track.tracker import TrackingUnavailable, check_reachable

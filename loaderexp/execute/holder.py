@@ -97,18 +97,21 @@ def _holder_main(cfg: Mapping[str, Any], conn: Any, batches: Any) -> None:
         conn.send(("error", type(error).__name__, str(error), traceback.format_exc(limit=20)))
         conn.close()
         return
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            return
-        batches.value = 0
-        pid = os.fork()
-        if pid == 0:
-            _measure(message[1], conn, batches, dataset, threads)  # never returns
-        conn.send(("started", pid))
-        _, status = os.waitpid(pid, 0)
-        conn.send(("exited", pid, os.waitstatus_to_exitcode(status)))
+    try:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):  # the app is done with this dataset
+                return
+            batches.value = 0
+            pid = os.fork()
+            if pid == 0:
+                _measure(message[1], conn, batches, dataset, threads)  # never returns
+            conn.send(("started", pid))
+            _, status = os.waitpid(pid, 0)
+            conn.send(("exited", pid, os.waitstatus_to_exitcode(status)))
+    except (KeyboardInterrupt, BrokenPipeError):  # Ctrl-C reaches the whole group; the app records it
+        return
 
 
 def _measure(cfg: Mapping[str, Any], conn: Any, batches: Any, dataset: Any, threads: int) -> None:

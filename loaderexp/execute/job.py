@@ -10,8 +10,8 @@ import multiprocessing
 import random
 import time
 from dataclasses import dataclass, field
-from warnings import catch_warnings, filterwarnings
 from typing import Any, Callable, Mapping, Optional
+from warnings import catch_warnings, filterwarnings
 
 import numpy as np
 import torch

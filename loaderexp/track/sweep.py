@@ -1,8 +1,10 @@
 """Hydra callback that makes a multirun one unit: its size up front, one MLflow parent run, a summary.
 
-Hydra's basic launcher runs every job in this process, so the callback and the jobs share
-:data:`STATE`.  The tracking store is checked before the first job: an unreachable store stops
-the sweep before anything is measured, instead of losing every result.
+The sweep's identity (its parent run, its size, the keys it sweeps) is written to the sweep
+folder's record (``sweep.json``) before the first job, and each job reads it from there
+(:func:`identity`): a launcher that runs jobs in other processes or on other hosts (Ray,
+SLURM, submitit) keeps them in the sweep.  The tracking store is checked before the first job: an
+unreachable store stops the sweep before anything is measured, instead of losing every result.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
+from urllib.parse import urlsplit
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
+
+from loaderexp.result import redact_uri
 
 log = logging.getLogger("loaderexp")
 
@@ -52,7 +57,35 @@ def grid(config: DictConfig) -> tuple[int, tuple[str, ...]]:
     return sum(len(batch) for batch in batches), swept
 
 
+def identity(sweep_dir: Path) -> SweepState:
+    """The sweep a job belongs to: this process's when the launcher runs jobs here, else the one
+    its record in the sweep folder describes (an empty state when there is none)."""
+    if STATE.sweep_dir is not None and Path(STATE.sweep_dir) == Path(sweep_dir):
+        return STATE
+    record = Path(sweep_dir) / SWEEP_RECORD
+    try:
+        saved = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return SweepState()
+    return SweepState(total=saved.get("total"), swept_keys=tuple(saved.get("swept_keys") or ()),
+                      parent_run_id=saved.get("parent_run_id"), sweep_dir=Path(sweep_dir))
+
+
+def refuse_password_in_uri(config: DictConfig) -> None:
+    """A password in tracking.uri would reach the files Hydra writes (multirun.yaml, .hydra/),
+    the run's params and every log line that names the store: refuse it before any of them."""
+    uri = OmegaConf.select(config, "tracking.uri") or ""
+    if config.tracking.backend == "mlflow" and urlsplit(uri).password is not None:
+        print(f"loaderexp: error: tracking.uri={redact_uri(uri)} carries a password: give it through the "
+              "environment (MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN), "
+              "which MLflow reads and loaderexp never records", file=sys.stderr)
+        raise SystemExit(2)
+
+
 class SweepCallback(Callback):
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        refuse_password_in_uri(config)
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # Hydra turns a callback's exception into a warning and runs the jobs anyway; a sweep
         # that cannot be set up must not start, so failures leave as SystemExit, which passes.
@@ -66,12 +99,14 @@ class SweepCallback(Callback):
 
     def _start(self, config: DictConfig) -> None:
         global STATE
+        refuse_password_in_uri(config)
         total, swept = grid(config)
         STATE = SweepState(total=total, swept_keys=swept, sweep_dir=Path(config.hydra.sweep.dir), started=time.time())
         grid_text = " ".join(sweep_overrides(config))
         log.info("sweep of %d jobs: %s", STATE.total, grid_text or "(defaults)")
         tracking = config.tracking
         if tracking.backend != "mlflow":
+            _write_record(config)
             return
         from loaderexp.track.tracker import MlflowTracker, TrackingUnavailable, check_reachable
 
@@ -103,13 +138,19 @@ class SweepCallback(Callback):
         else:
             name = f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')} ({STATE.total} jobs)"
             STATE.parent_run_id = STATE.tracker.start_run(name, tags)
-        STATE.sweep_dir.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps({"uri": tracking.uri, "experiment": tracking.experiment,
-                                      "parent_run_id": STATE.parent_run_id}, indent=2))
+        _write_record(config)
         log.info("MLflow: experiment %r, parent run %s", tracking.experiment, STATE.parent_run_id)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         finish_sweep("FINISHED")
+
+
+def _write_record(config: DictConfig) -> None:
+    """What each job needs to know of its sweep, wherever the launcher runs it."""
+    STATE.sweep_dir.mkdir(parents=True, exist_ok=True)
+    (STATE.sweep_dir / SWEEP_RECORD).write_text(json.dumps({
+        "uri": config.tracking.uri, "experiment": config.tracking.experiment, "parent_run_id": STATE.parent_run_id,
+        "total": STATE.total, "swept_keys": list(STATE.swept_keys)}, indent=2))
 
 
 def finish_sweep(status: str) -> None:

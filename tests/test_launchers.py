@@ -1,0 +1,63 @@
+"""A sweep stays one sweep under launchers that run its jobs elsewhere, and credentials go nowhere."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import TINY, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def test_jobs_launched_out_of_process_keep_their_sweep(tmp_path, data_root):
+    """submitit's local executor runs each job in its own process: the jobs find their parent run,
+    their place in the sweep and their names in the sweep folder's record, not in shared memory."""
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    proc = run_cli(["-m", "hydra/launcher=submitit_local", *TINY, "loader.num_workers=0,1", f"tracking.uri={store}",
+                    "tracking.experiment=launched", f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    logs = "".join(path.read_text() for path in (tmp_path / "sweep").glob("*/*.log"))
+    assert "job 1/2: loader.num_workers=0" in logs and "job 2/2: loader.num_workers=1" in logs
+    client = MlflowClient(store)
+    runs = client.search_runs([client.get_experiment_by_name("launched").experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("loaderexp.sweep") == "parent")
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(r.info.run_name for r in children) == ["loader.num_workers=0", "loader.num_workers=1"]
+    assert all(r.info.status == "FINISHED" for r in children)
+    assert "2 of 2 jobs recorded" in proc.stdout
+
+
+def files_containing(folder: Path, secret: str) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+@pytest.mark.parametrize("multirun", [False, True])
+def test_a_password_in_the_tracking_uri_is_refused_before_anything_is_written(tmp_path, multirun):
+    args = ["tracking.uri=http://alice:s3cret-pw@127.0.0.1:9/", f"hydra.run.dir={tmp_path / 'run'}",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    proc = run_cli(["-m", "loader.num_workers=0,1", *args] if multirun else args, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "tracking.uri=http://alice:***@127.0.0.1:9/ carries a password" in proc.stderr
+    assert "MLFLOW_TRACKING_PASSWORD" in proc.stderr
+    assert "s3cret-pw" not in proc.stdout + proc.stderr
+    assert files_containing(tmp_path, "s3cret-pw") == []
+
+
+def test_a_token_in_the_environment_reaches_no_file_param_tag_or_line(tmp_path, data_root):
+    token = "tok-9f8e7d6c5b4a"
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    proc = run_cli(["-m", *TINY, "loader.num_workers=0,1", f"tracking.uri={store}", "tracking.experiment=secret",
+                    f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path,
+                   env={"MLFLOW_TRACKING_TOKEN": token, "MLFLOW_TRACKING_PASSWORD": token})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert token not in proc.stdout + proc.stderr
+    assert files_containing(tmp_path, token) == []  # sweep folder, result.json, mlflow.db, artifacts
+    client = MlflowClient(store)
+    for run in client.search_runs([client.get_experiment_by_name("secret").experiment_id]):
+        recorded = {**run.data.params, **run.data.tags}
+        assert not [k for k, v in recorded.items() if token in str(v)]
+    assert os.environ.get("MLFLOW_TRACKING_TOKEN") != token  # the test's own environment untouched
