@@ -2,21 +2,39 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Iterator
 
 import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import TINY, run_cli
 from tests.mlflow_server import mlflow_server
+from tests.postgres import postgres_bin, postgres_database
 
 pytestmark = pytest.mark.slow
 
 
-def test_two_sweeps_log_to_one_server_at_once_and_lose_nothing(tmp_path, data_root):
-    with mlflow_server(f"sqlite:///{tmp_path / 'team.db'}", tmp_path / "artifacts", log=tmp_path / "server.log") as url:
+@contextlib.contextmanager
+def backend_store(kind: str, folder: Path) -> Iterator[str]:
+    if kind == "sqlite":
+        yield f"sqlite:///{folder / 'team.db'}"
+    else:
+        with postgres_database() as uri:
+            yield uri
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_two_sweeps_log_to_one_server_at_once_and_lose_nothing(tmp_path, data_root, backend):
+    if backend == "postgresql" and postgres_bin() is None and not os.environ.get("CI"):
+        pytest.skip("PostgreSQL not installed (.ci/run installs Debian's postgresql)")
+    with backend_store(backend, tmp_path) as store, \
+            mlflow_server(store, tmp_path / "artifacts", log=tmp_path / "server.log") as url:
         sweeps = []
         for name in ("alice", "bob"):
             args = [sys.executable, "-m", "loaderexp", "-m", *TINY, "loader.num_workers=0,1", "bench.seed=0,1",
