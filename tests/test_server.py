@@ -41,9 +41,11 @@ def test_two_sweeps_log_to_one_server_at_once_and_lose_nothing(tmp_path, data_ro
                     f"tracking.uri={url}", "tracking.experiment=team", f"hydra.sweep.dir={tmp_path / name}"]
             sweeps.append(subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                            text=True))
+        errors = []  # the sweeps' error lines: shown if a run did not reach MLflow whole
         for proc in sweeps:
             out, err = proc.communicate(timeout=600)
             assert proc.returncode == 0, err[-3000:]
+            errors += [line for line in err.splitlines() if "ERROR" in line or "rror" in line]
             assert f"{url}/#/experiments/" in out  # the runs address points at the server itself
 
         client = MlflowClient(url)
@@ -52,7 +54,8 @@ def test_two_sweeps_log_to_one_server_at_once_and_lose_nothing(tmp_path, data_ro
         parents = [r for r in runs if r.data.tags.get("loaderexp.sweep") == "parent"]
         children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
         assert len(parents) == 2 and len(children) == 8
-        assert all(r.info.status == "FINISHED" for r in runs)
+        assert all(r.info.status == "FINISHED" for r in runs), (
+            [(r.info.run_name, r.info.status) for r in runs], errors)
         for parent in parents:
             mine = [c for c in children if c.data.tags["mlflow.parentRunId"] == parent.info.run_id]
             assert len(mine) == 4
@@ -110,3 +113,27 @@ def test_store_lost_mid_sweep_keeps_results_and_sync_imports_them(tmp_path, data
                                capture_output=True, text=True, timeout=300, env=env)
         assert "nothing to import" in again.stdout
     assert all(json.loads(p.read_text())["logged"] for p in sweep.glob("*/result.json"))
+
+
+def test_runs_logging_the_same_dataset_at_once_all_get_it(tmp_path):
+    """Sweeps that log one dataset into one experiment at the same moment race to create it there
+    (MLflow answers the loser with a UNIQUE constraint error); every run must still get its input."""
+    import threading
+    from types import SimpleNamespace
+
+    from loaderexp.track.tracker import MlflowTracker, _log_dataset
+
+    with mlflow_server(f"sqlite:///{tmp_path / 'race.db'}", tmp_path / "artifacts") as url:
+        tracker = MlflowTracker(url, "race")
+        runs = []
+        for trial in range(5):
+            ids = [tracker.start_run(f"run {trial}.{i}", {}) for i in range(4)]
+            result = SimpleNamespace(params={"dataset.name": "synthetic", "dataset.seed": trial},
+                                     info={"data_source": "generated"})
+            threads = [threading.Thread(target=_log_dataset, args=(tracker, run_id, result)) for run_id in ids]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            runs += ids
+        assert [r for r in runs if not tracker.client.get_run(r).inputs.dataset_inputs] == []

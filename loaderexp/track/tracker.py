@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import json
 import subprocess
 from pathlib import Path
@@ -30,8 +31,6 @@ class TrackingUnavailable(RuntimeError):
 
 @functools.lru_cache(maxsize=None)
 def _client(uri: str):
-    import logging
-
     from mlflow.tracking import MlflowClient
 
     # A new store's schema migrations log a few INFO lines each sweep would print: not news.
@@ -208,8 +207,22 @@ def log_result(tracker: MlflowTracker, run_id: str, result: Any, folder: Path) -
         tags["mlflow.note.content"] = f"**{result.status}**: {result.error}"
     tracker.log(run_id, params=result.params, metrics=result.metrics, tags=tags)
     if result.status == "FINISHED":
-        tracker.log_dataset(run_id, result.params, result.info)
+        _log_dataset(tracker, run_id, result)
     for name in ("result.json", "resolved_config.yaml", "batches.csv"):
         if (folder / name).is_file():
             tracker.log_file(run_id, folder / name)
     tracker.end_run(run_id, result.status)
+
+
+def _log_dataset(tracker: MlflowTracker, run_id: str, result: Any) -> None:
+    """The run's dataset input, tried twice: two sweeps logging the same dataset at once race to
+    create it in the experiment (the loser's insert fails; on the second try it exists). It is a
+    label, not a measurement: if it still fails the run is recorded without it, and says so."""
+    for attempt in (1, 2):
+        try:
+            tracker.log_dataset(run_id, result.params, result.info)
+            return
+        except Exception as error:  # noqa: BLE001 - MLflow raises its own and HTTP errors alike
+            if attempt == 2:
+                logging.getLogger("loaderexp").warning("run %s: its dataset input was not logged (%s)", run_id,
+                                                       str(error).splitlines()[0] if str(error) else type(error).__name__)
