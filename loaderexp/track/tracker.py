@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import logging
 import json
+import logging
 import subprocess
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
