@@ -119,18 +119,16 @@ def test_runs_logging_the_same_dataset_at_once_all_get_it(tmp_path):
     """Sweeps that log one dataset into one experiment at the same moment race to create it there
     (MLflow answers the loser with a UNIQUE constraint error); every run must still get its input."""
     import threading
-    from types import SimpleNamespace
 
-    from loaderexp.track.tracker import MlflowTracker, _log_dataset
+    from loaderexp.track.tracker import MlflowTracker
 
     with mlflow_server(f"sqlite:///{tmp_path / 'race.db'}", tmp_path / "artifacts") as url:
         tracker = MlflowTracker(url, "race")
         runs = []
         for trial in range(5):
             ids = [tracker.start_run(f"run {trial}.{i}", {}) for i in range(4)]
-            result = SimpleNamespace(params={"dataset.name": "synthetic", "dataset.seed": trial},
-                                     info={"data_source": "generated"})
-            threads = [threading.Thread(target=_log_dataset, args=(tracker, run_id, result)) for run_id in ids]
+            params, info = {"dataset.name": "synthetic", "dataset.seed": trial}, {"data_source": "generated"}
+            threads = [threading.Thread(target=tracker.log_dataset, args=(run_id, params, info)) for run_id in ids]
             for thread in threads:
                 thread.start()
             for thread in threads:

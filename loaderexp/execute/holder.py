@@ -82,17 +82,15 @@ def _holder_main(cfg: Mapping[str, Any], conn: Any, batches: Any) -> None:
     import torch
 
     from loaderexp.config import apply_python_path, check_targets
-    from loaderexp.data.build import build_dataset, build_transform
-    from loaderexp.execute.job import seed_everything
+    from loaderexp.execute.job import configured_dataset
 
     try:
         apply_python_path(cfg)  # the forkserver started before this job's python_path was known
         check_targets(cfg)
-        seed_everything(cfg["bench"]["seed"])
         threads = torch.get_num_threads()
         # One thread while building: an OpenMP pool started here would not survive the forks.
         torch.set_num_threads(1)
-        dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
+        dataset = configured_dataset(cfg)
     except BaseException as error:  # noqa: BLE001 - the job's error, as the measuring process sends it
         conn.send(("error", type(error).__name__, str(error), traceback.format_exc(limit=20)))
         conn.close()

@@ -49,6 +49,13 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def configured_dataset(cfg: Mapping[str, Any]) -> Any:
+    """The dataset and transform the config names, built after seeding (a dataset may draw from the
+    global generators as it is made): the dataset holder and an in-process job build it this one way."""
+    seed_everything(cfg["bench"]["seed"])
+    return build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
+
+
 def budget_from(bench: Mapping[str, Any], loader: Mapping[str, Any]) -> BudgetSpec:
     """The measured budget of one repeat; with workers, warm-up and windows follow the rounds.
 
@@ -183,10 +190,10 @@ def measure(
     """
     check_targets(cfg)  # the imports it needs are this process's anyway: first, before any dataset
     loader_cfg, bench = cfg["loader"], cfg["bench"]
-    seed_everything(bench["seed"])
     device = resolve_device(cfg["device"]["type"])
     if dataset is None:
-        dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
+        dataset = configured_dataset(cfg)
+    seed_everything(bench["seed"])  # the loop starts from the seed, wherever the dataset was built
     iterable = isinstance(dataset, IterableDataset)
     warnings: list[str] = []
     if iterable and cfg["sampler"].get("name") not in (None, "sequential"):

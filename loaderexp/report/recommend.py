@@ -60,10 +60,10 @@ def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional
         else:
             text += (f": the difference is inside the measured noise (IQR {100 * noise(chosen):.1f}% of the median),"
                      " so the sweep cannot tell them apart.")
-    return Recommendation(chosen, best, within_noise, text + _bound_text(chosen, best, finished))
+    return Recommendation(chosen, best, within_noise, text + _bound_text(chosen, best, finished, gap(chosen)))
 
 
-def _bound_text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult]) -> str:
+def _bound_text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult], gap: float) -> str:
     """With a training step: what limits the recommended run, and what that means for the workers."""
     bound = chosen.info.get("bound", "")
     waiting = chosen.metrics.get("stall_fraction")
@@ -76,8 +76,7 @@ def _bound_text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult
     if bound == "loader-bound" and computing:
         fewest = min(r.params.get("loader.num_workers", 0) for r in computing)
         return (f" It is loader-bound{waited}; from num_workers={fewest} on the step sets the pace, for at most "
-                f"{100 * (1 - chosen.metrics['throughput_samples_per_s'] / best.metrics['throughput_samples_per_s']):.1f}%"
-                " more.")
+                f"{100 * gap:.1f}% more.")
     if bound == "loader-bound" and best.info.get("bound") == "loader-bound":
         return (f" Even the fastest run is loader-bound{waited if chosen is best else ''}: the step waits for data, "
                 "so faster loading (more workers or cores, a lighter transform, a faster format) would train faster.")

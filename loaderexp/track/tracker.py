@@ -116,7 +116,11 @@ class MlflowTracker:
 
     def log_dataset(self, run_id: str, params: Mapping[str, Any], info: Mapping[str, Any]) -> None:
         """The run's dataset as an MLflow input (the runs table's Dataset column): its name, where it
-        is, a digest of its settings, and whether it was generated or is the real one."""
+        is, a digest of its settings, and whether it was generated or is the real one.
+
+        Tried twice: two sweeps logging the same dataset at once race to create it in the experiment,
+        and MLflow answers the loser's insert with a UNIQUE constraint error it does not retry; on the
+        second try the dataset exists."""
         from mlflow.entities import Dataset, DatasetInput, InputTag
 
         settings = {k: v for k, v in params.items() if k.startswith("dataset.") or k == "data_root"}
@@ -128,7 +132,10 @@ class MlflowTracker:
         dataset = Dataset(name=str(params.get("dataset.name", "dataset")), digest=digest, source_type="local",
                           source=source, profile=profile)
         tags = [InputTag("mlflow.data.context", "train"), InputTag("loaderexp.data_source", str(info.get("data_source")))]
-        self.client.log_inputs(run_id, datasets=[DatasetInput(dataset, tags=tags)])
+        try:
+            self.client.log_inputs(run_id, datasets=[DatasetInput(dataset, tags=tags)])
+        except Exception:  # noqa: BLE001 - MLflow raises its own and HTTP errors alike
+            self.client.log_inputs(run_id, datasets=[DatasetInput(dataset, tags=tags)])
 
     def log_file(self, run_id: str, path: Path) -> None:
         self.client.log_artifact(run_id, str(path))
@@ -215,14 +222,10 @@ def log_result(tracker: MlflowTracker, run_id: str, result: Any, folder: Path) -
 
 
 def _log_dataset(tracker: MlflowTracker, run_id: str, result: Any) -> None:
-    """The run's dataset input, tried twice: two sweeps logging the same dataset at once race to
-    create it in the experiment (the loser's insert fails; on the second try it exists). It is a
-    label, not a measurement: if it still fails the run is recorded without it, and says so."""
-    for attempt in (1, 2):
-        try:
-            tracker.log_dataset(run_id, result.params, result.info)
-            return
-        except Exception as error:  # noqa: BLE001 - MLflow raises its own and HTTP errors alike
-            if attempt == 2:
-                logging.getLogger("loaderexp").warning("run %s: its dataset input was not logged (%s)", run_id,
-                                                       str(error).splitlines()[0] if str(error) else type(error).__name__)
+    """The run's dataset input: a label, not a measurement, so a store that refuses it twice leaves
+    the run recorded without it, and says so."""
+    try:
+        tracker.log_dataset(run_id, result.params, result.info)
+    except Exception as error:  # noqa: BLE001 - MLflow raises its own and HTTP errors alike
+        logging.getLogger("loaderexp").warning("run %s: its dataset input was not logged (%s)", run_id,
+                                               str(error).splitlines()[0] if str(error) else type(error).__name__)
