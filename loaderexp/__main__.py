@@ -6,6 +6,7 @@ import atexit
 import gc
 import signal
 import sys
+import warnings
 from pathlib import Path
 
 import hydra
@@ -20,6 +21,9 @@ from loaderexp.runner import JobContext, run
 # every object torch, MLflow and SQLAlchemy made: seconds after the summary is printed.  Freezing
 # them first leaves those objects to plain reference counting (atexit runs before the clearing).
 atexit.register(gc.freeze)
+# conf/hydra/launcher/ray.yaml keeps the plugin's name and so is checked against the plugin's schema
+# (what we want); Hydra warns that matching by name is deprecated.
+warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/ray' is validated against ConfigStore schema")
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")

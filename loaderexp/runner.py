@@ -30,11 +30,14 @@ from loaderexp.config import (
     without_inapplicable,
 )
 from loaderexp.execute.faults import explain
+from loaderexp.execute.host_lock import exclusive_host
 from loaderexp.execute.progress import JobProgress
 from loaderexp.result import RESULT_FILE, RunResult, host_facts, machine_facts
 
 log = logging.getLogger("loaderexp")
 RESOLVED_CONFIG = "resolved_config.yaml"
+SHARED_HOST_WARNING = ("bench.shared_host_ok=true: other measurements may have run on this host at the same time; "
+                       "its figures can be low by an unknown amount")
 
 
 @dataclass
@@ -94,18 +97,17 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         for warning in result.warnings:
             log.warning("%s: %s", job.label, warning)
         log.info("%s: %s", job.label, job.run_name)
+        shared_ok = plain["bench"]["shared_host_ok"]
+        if shared_ok:
+            result.warnings.append(SHARED_HOST_WARNING)
         progress = JobProgress(job.label)
+        host_use: dict[str, Any] = {}
         try:
-            if plain["bench"]["isolate"]:
-                from loaderexp.execute.child import measure_in_child
-
-                measurement = measure_in_child(plain, plain["bench"]["job_timeout_s"], on_batch=progress)
-            else:
-                from loaderexp.execute.job import measure_job
-
-                measurement = measure_job(plain, on_batch=progress)
+            with exclusive_host(job.label, shared_ok, host_use):
+                measurement = _measure(plain, progress)
         finally:
             progress.close()
+            result.info.update(host_use)  # a failed job keeps its interval too
         result.metrics = measurement.metrics
         result.info.update(measurement.info)
         result.warnings += measurement.warnings
@@ -130,6 +132,16 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
             result.info["runner_rss_mb"] = round(psutil.Process().memory_info().rss / 2**20, 1)
             _record(result, job, tracker, run_id)
     return result
+
+
+def _measure(plain: dict[str, Any], progress: JobProgress):
+    if plain["bench"]["isolate"]:
+        from loaderexp.execute.child import measure_in_child
+
+        return measure_in_child(plain, plain["bench"]["job_timeout_s"], on_batch=progress)
+    from loaderexp.execute.job import measure_job
+
+    return measure_job(plain, on_batch=progress)
 
 
 def _host_facts(isolate: bool) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -19,15 +20,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def mlflow_server(backend_uri: str, artifacts: Path, workers: int = 2, log: Path | None = None) -> Iterator[str]:
+def mlflow_server(backend_uri: str, artifacts: Path, workers: int = 2, log: Path | None = None,
+                  app: str | None = None, env: dict[str, str] | None = None) -> Iterator[str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     out = open(log, "w") if log else subprocess.DEVNULL
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_uri,
          "--artifacts-destination", str(artifacts), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", str(workers)],
-        stdout=out, stderr=subprocess.STDOUT,
+         "--workers", str(workers), *(["--app-name", app] if app else [])],
+        stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
     )
     try:
         deadline = time.time() + 120

@@ -84,3 +84,33 @@ def test_the_noise_allowance_is_capped():
     runs = [result(0, 1000, iqr=0.9), result(2, 3000, iqr=0.02)]
     rec = recommend(runs, tolerance=0.05)
     assert rec.result.params["loader.num_workers"] == 2  # 67% below is a difference, however noisy
+
+
+def on_host(run: RunResult, hostname: str, cpu: str, cpus: int, measured: tuple[float, float] = (0.0, 1.0)) -> RunResult:
+    run.host = {"hostname": hostname, "cpu_model": cpu, "cpu_count": cpus, "gpu": None}
+    run.info["measured_from"], run.info["measured_until"] = measured
+    return run
+
+
+def test_a_sweep_over_two_node_types_gets_a_table_and_a_recommendation_each(tmp_path):
+    """The same grid on two node types: one comparison per type, never one pick across both."""
+    small = [on_host(result(w, rate), "a1", "Xeon Small", 8, (w, w + 0.5)) for w, rate in ((0, 1000), (2, 3000), (4, 3050))]
+    large = [on_host(result(w, rate), f"b{w // 2 % 2}", "EPYC Large", 64, (10 + w, 10.5 + w))
+             for w, rate in ((0, 1200), (2, 3000), (4, 6000))]
+    items = [(Path(str(i)), r) for i, r in enumerate(small + large)]
+    text = summary_table(items)
+    assert "== Xeon Small, 8 CPUs: 3 runs on a1" in text and "== EPYC Large, 64 CPUs: 3 runs on b0, b1" in text
+    first, second = text.split("== EPYC Large")
+    assert "Recommendation: num_workers=2: 3,000 samples/s" in first
+    assert "Recommendation: num_workers=4: 6,000 samples/s (the fastest run)" in second
+    assert "same time" not in text
+    _, plot = write_report(items, tmp_path)
+    assert plot.stat().st_size > 10_000
+
+
+def test_runs_that_measured_on_one_host_at_once_are_called_out():
+    runs = [on_host(result(0, 1000), "a1", "Xeon", 8, (0, 2)), on_host(result(1, 900), "a1", "Xeon", 8, (1, 3)),
+            on_host(result(2, 2000), "a2", "Xeon", 8, (1, 3)), on_host(result(3, 2100), "a1", "Xeon", 8, (3, 4))]
+    text = summary_table([(Path(f"job{i}"), r) for i, r in enumerate(runs)])
+    assert "! job0 and job1 measured on a1 at the same time" in text
+    assert text.count(" at the same time") == 1  # another host, or one after the other, is fine

@@ -102,3 +102,25 @@ def test_repeats_give_a_spread_and_later_epochs_their_own_start_up(compose_cfg, 
     assert metrics["throughput_iqr_rel"] >= 0 and metrics["noisy"] in (0.0, 1.0)
     assert metrics["time_to_first_batch_later_epochs_s"] > 0
     assert metrics["throughput_first_repeat_samples_per_s"] > 0
+
+
+def test_a_run_holds_the_host_while_it_measures_and_records_the_interval(compose_cfg, tmp_path, monkeypatch):
+    from loaderexp.execute.host_lock import exclusive_host
+
+    monkeypatch.setenv("LOADEREXP_HOST_LOCK", str(tmp_path / "host.lock"))
+    cfg = compose_cfg([*TINY, "tracking=none"])
+    result = run(cfg, JobContext(output_dir=tmp_path / "exclusive"))
+    assert result.status == "FINISHED", result.error
+    info = result.info
+    assert info["host_lock"] == "exclusive" and info["waited_for_host_s"] >= 0
+    assert 0 < info["measured_until"] - info["measured_from"] < 600
+    assert not [w for w in result.warnings if "shared_host_ok" in w]
+    free: dict = {}
+    with exclusive_host("probe", False, free):  # released afterwards
+        pass
+    assert free["waited_for_host_s"] < 1
+
+    shared = run(compose_cfg([*TINY, "tracking=none", "bench.shared_host_ok=true"]),
+                 JobContext(output_dir=tmp_path / "shared"))
+    assert shared.info["host_lock"].startswith("shared")
+    assert any(w.startswith("bench.shared_host_ok=true: other measurements may have run") for w in shared.warnings)

@@ -135,3 +135,41 @@ def test_runs_logging_the_same_dataset_at_once_all_get_it(tmp_path):
                 thread.join()
             runs += ids
         assert [r for r in runs if not tracker.client.get_run(r).inputs.dataset_inputs] == []
+
+
+def test_a_server_with_basic_auth_takes_credentials_from_the_environment_and_keeps_them(tmp_path, data_root):
+    """`mlflow server --app-name basic-auth`: without credentials the sweep stops before any job with
+    a one-line reason; with them it logs, and the password reaches no file, param, tag or line."""
+    password = "adm-pw-7e1f9c3b2a"
+    (tmp_path / "auth.ini").write_text(
+        "[mlflow]\ndefault_permission = READ\nadmin_username = admin\n"
+        f"database_uri = sqlite:///{tmp_path / 'users.db'}\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+    server_env = {"MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / "auth.ini"), "MLFLOW_AUTH_ADMIN_PASSWORD": password,
+                  "MLFLOW_FLASK_SERVER_SECRET_KEY": "a-test-only-csrf-key"}
+    sweep = ["-m", *TINY, "loader.num_workers=0,1", "tracking.experiment=auth"]
+    with mlflow_server(f"sqlite:///{tmp_path / 'team.db'}", tmp_path / "artifacts", app="basic-auth",
+                       env=server_env, workers=1) as url:
+        refused = run_cli([*sweep, f"tracking.uri={url}", f"hydra.sweep.dir={tmp_path / 'refused'}"], cwd=tmp_path)
+        user = {"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": password}
+        proc = run_cli([*sweep, f"tracking.uri={url}", f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path,
+                       env=user)
+        os.environ.update(user)  # this test's own reading of the store
+        try:
+            client = MlflowClient(url)
+            runs = client.search_runs([client.get_experiment_by_name("auth").experiment_id])
+        finally:
+            for key in user:
+                os.environ.pop(key)
+    assert refused.returncode == 2
+    assert ("the server refused a request without credentials: set MLFLOW_TRACKING_USERNAME and "
+            "MLFLOW_TRACKING_PASSWORD (HTTP 401)") in refused.stderr
+    assert not list((tmp_path / "refused").glob("*/result.json"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 of 2 jobs recorded" in proc.stdout
+    assert len(runs) == 3 and all(r.info.status == "FINISHED" for r in runs)
+    assert password not in proc.stdout + proc.stderr
+    for run in runs:
+        assert not [k for k, v in {**run.data.params, **run.data.tags}.items() if password in str(v)]
+    leaked = [p for p in (tmp_path / "sweep").rglob("*") if p.is_file() and password.encode() in p.read_bytes()]
+    assert leaked == []

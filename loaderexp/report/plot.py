@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from loaderexp.report.hosts import host_type
 from loaderexp.report.params import X_AXIS
 from loaderexp.result import RunResult, param_text
 
@@ -19,8 +20,12 @@ def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Pat
     finished = [r for r in results if r.status == "FINISHED" and X_AXIS in r.params]
     series: dict[str, list[RunResult]] = {}
     others = [a for a in axes if a != X_AXIS]
+    several_hosts = len({host_type(r) for r in finished}) > 1  # the same grid on node types, side by side
     for r in finished:
-        label = ", ".join(f"{a.split('.')[-1]}={param_text(r.params.get(a))}" for a in others) or "throughput"
+        label = ", ".join(f"{a.split('.')[-1]}={param_text(r.params.get(a))}" for a in others)
+        if several_hosts:
+            label = f"{host_type(r)}{': ' + label if label else ''}"
+        label = label or "throughput"
         series.setdefault(label, []).append(r)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
     for label, runs in sorted(series.items()):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence
 
+from loaderexp.report.hosts import by_host_type, overlaps
 from loaderexp.report.params import short_key, varying_params
 from loaderexp.report.recommend import recommend
 from loaderexp.result import RunResult, param_text
@@ -28,6 +29,22 @@ def baseline(results: Sequence[RunResult]) -> Optional[RunResult]:
 
 
 def summary_table(items: Sequence[tuple[Path, RunResult]]) -> str:
+    """One table and recommendation, or one per node type when the sweep ran on several."""
+    groups = by_host_type(items)
+    if len(groups) == 1:
+        text = _table(items)
+    else:
+        text = "\n\n".join(f"== {kind}: {len(group)} runs on {_hostnames(group)}\n{_table(group)}"
+                             for kind, group in groups.items())
+    shared = overlaps(items)
+    return "\n".join([text, *shared])
+
+
+def _hostnames(group: Sequence[tuple[Path, RunResult]]) -> str:
+    return ", ".join(sorted({str(r.host.get("hostname")) for _, r in group}))
+
+
+def _table(items: Sequence[tuple[Path, RunResult]]) -> str:
     results = [r for _, r in items]
     axes = varying_params(results) or ["loader.num_workers"]
     base = baseline(results)

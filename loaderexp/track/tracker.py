@@ -51,10 +51,32 @@ def check_reachable(uri: str) -> None:
                 response.read()
         except Exception as error:
             raise TrackingUnavailable(f"tracking.uri={uri}: MLflow server not reachable ({error})") from error
+        _check_allowed(uri)
     elif parsed.scheme == "sqlite":
         folder = Path(uri[len("sqlite:///") :]).parent
         if not folder.is_dir():
             raise TrackingUnavailable(f"tracking.uri={uri}: folder {folder} does not exist")
+
+
+def _check_allowed(uri: str) -> None:
+    """A server with authentication (``mlflow server --app-name basic-auth``) answers /health to
+    anybody: ask it for something real, with the credentials MLflow takes from the environment."""
+    import os
+
+    from mlflow.exceptions import MlflowException
+
+    try:
+        _client(uri).search_experiments(max_results=1)
+    except MlflowException as error:
+        refused = next((code for code in ("401", "403") if f"error code {code}" in str(error)), None)
+        if refused is None:
+            raise TrackingUnavailable(f"tracking.uri={uri}: {str(error).splitlines()[0]}") from error
+        sent = "MLFLOW_TRACKING_USERNAME" in os.environ or "MLFLOW_TRACKING_TOKEN" in os.environ
+        raise TrackingUnavailable(
+            f"tracking.uri={uri}: the server refused "
+            + ("the credentials in MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
+               if sent else "a request without credentials: set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
+            + f" (HTTP {refused})") from error
 
 
 @functools.lru_cache(maxsize=None)
