@@ -86,6 +86,7 @@ def host_facts() -> dict[str, Any]:
         cuda_available=torch.cuda.is_available(),
         cuda_version=torch.version.cuda,
         gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        gpu_count=torch.cuda.device_count() if torch.cuda.is_available() else 0,
     )
     return facts
 

@@ -89,7 +89,7 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         tracker, run_id = _open_run(plain["tracking"], result, job)
         apply_python_path(plain)
         # The imports that checking `_target_` nodes needs happen in the measuring process.
-        result.warnings = validate(plain, host["cuda_available"], host["cpus_usable"],
+        result.warnings = validate(plain, host["cuda_available"], host["cpus_usable"], gpus=host.get("gpu_count"),
                                    targets=not plain["bench"]["isolate"])
         plain["loader"], not_applied = without_inapplicable(plain["loader"])
         if not_applied:

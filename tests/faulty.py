@@ -103,3 +103,27 @@ class Stateful(SyntheticImages):
     def _write(self, line: str) -> None:
         with open(self.log, "a") as f:
             f.write(line + "\n")
+
+
+class _RankOne(SyntheticImages):
+    """Fails in rank 1 of a multi-rank job only (its workers see the same RANK)."""
+
+    def __getitem__(self, index):
+        if os.environ.get("RANK") == "1":
+            self.fail()
+        return super().__getitem__(index)
+
+
+class RankOneRaises(_RankOne):
+    def fail(self):
+        raise ValueError("rank 1 cannot read its samples")
+
+
+class RankOneKilled(_RankOne):
+    def fail(self):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class RankOneHangs(_RankOne):
+    def fail(self):
+        ctypes.CDLL(None).sleep(3600)

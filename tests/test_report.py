@@ -114,3 +114,19 @@ def test_runs_that_measured_on_one_host_at_once_are_called_out():
     text = summary_table([(Path(f"job{i}"), r) for i, r in enumerate(runs)])
     assert "! job0 and job1 measured on a1 at the same time" in text
     assert text.count(" at the same time") == 1  # another host, or one after the other, is fine
+
+
+def test_a_sweep_over_rank_counts_recommends_workers_per_rank_for_each_count():
+    """The ranks per node are the machine's GPUs, not a knob to pick: one recommendation per count."""
+    runs = []
+    for ranks, rates in ((1, (1000, 3000, 3100)), (2, (1900, 3600, 3700))):
+        for workers, rate in zip((0, 2, 4), rates):
+            run = result(workers, rate)
+            run.params["dist.nproc_per_node"] = ranks
+            run.metrics.update(ranks=float(ranks), throughput_slowest_rank_samples_per_s=rate / ranks * 0.9)
+            runs.append(run)
+    text = summary_table([(Path(str(i)), r) for i, r in enumerate(runs)])
+    assert text.splitlines()[0].split()[:5] == ["num_workers", "dist.nproc_per_node", "status", "samples/s", "slowest"]
+    assert "Recommendation: num_workers=2: 3,000 samples/s" in text
+    assert "Recommendation: num_workers=2 per rank with 2 ranks: 3,600 samples/s across the ranks" in text
+    assert "slowest: the slowest rank's samples/s" in text

@@ -115,6 +115,13 @@ class StepConfig:
 
 
 @dataclass
+class DistConfig:
+    nproc_per_node: int = 1  # ranks loading at once, each with its own loader.num_workers (1: no extra process)
+    start_method: MpContext = MpContext.spawn  # how the ranks start (torchrun: a fresh interpreter each)
+    cpu_affinity: bool = False  # split the usable cores evenly between the ranks, as a launcher's binding would
+
+
+@dataclass
 class TrackingConfig:
     backend: TrackingBackend = TrackingBackend.mlflow
     uri: str = MISSING
@@ -130,6 +137,7 @@ class Config:
     device: DeviceConfig = field(default_factory=DeviceConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
     step: StepConfig = field(default_factory=StepConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     data_root: str = MISSING  # where generated data sets are written once and reused
     resume: bool = False  # skip configurations this sweep folder already measured successfully
@@ -143,3 +151,4 @@ def register_configs() -> None:
     cs.store(group="bench", name="base_bench", node=BenchConfig)
     cs.store(group="step", name="base_step", node=StepConfig)
     cs.store(group="tracking", name="base_tracking", node=TrackingConfig)
+    cs.store(group="dist", name="base_dist", node=DistConfig)

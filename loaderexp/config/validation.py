@@ -10,7 +10,7 @@ that the result records.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from loaderexp.config.schema import META_KEYS
 from loaderexp.result import param_text
@@ -24,7 +24,8 @@ class ConfigError(ValueError):
         super().__init__("\n".join(self.problems))
 
 
-def validate(cfg: Mapping[str, Any], cuda_available: bool, cpus: int, targets: bool = True) -> list[str]:
+def validate(cfg: Mapping[str, Any], cuda_available: bool, cpus: int, targets: bool = True,
+             gpus: Optional[int] = None) -> list[str]:
     """Raise ConfigError listing every invalid setting; return the warnings for a legal config.
 
     ``targets=False`` leaves out what needs imports (the ``_target_`` nodes, ``collate_fn``,
@@ -33,10 +34,12 @@ def validate(cfg: Mapping[str, Any], cuda_available: bool, cpus: int, targets: b
     """
     problems: list[str] = []
     warnings: list[str] = []
-    _check_loader(cfg["loader"], problems, warnings, cpus)
+    _check_loader(cfg["loader"], problems, warnings, cpus, cfg["dist"]["nproc_per_node"])
+    _check_dist(cfg, problems)
     _check_bench(cfg["bench"], problems)
     _check_step(cfg["step"], problems)
     _check_device(cfg, cuda_available, problems, warnings)
+    _check_rank_gpus(cfg, cuda_available, gpus, problems)
     if targets:
         problems += _target_problems(cfg)
     if problems:
@@ -102,7 +105,21 @@ def without_inapplicable(loader: Mapping[str, Any]) -> tuple[dict[str, Any], lis
     return effective, dropped
 
 
-def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list[str], cpus: int) -> None:
+# Samplers a rank's DistributedSampler stands in for: it shuffles (random) or keeps the order (sequential).
+DIST_SAMPLERS = ("random", "sequential", "distributed")
+
+
+def _check_dist(cfg: Mapping[str, Any], problems: list[str]) -> None:
+    ranks = cfg["dist"]["nproc_per_node"]
+    if ranks < 1:
+        problems.append(f"dist.nproc_per_node={ranks}: must be >= 1 (1: one process, as without dist)")
+    elif ranks > 1 and cfg["sampler"].get("name") not in DIST_SAMPLERS:
+        problems.append(f"sampler={cfg['sampler'].get('name')} with dist.nproc_per_node={ranks}: each rank loads "
+                        f"through DistributedSampler; valid samplers: {', '.join(DIST_SAMPLERS)}")
+
+
+def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list[str], cpus: int,
+                  ranks: int = 1) -> None:
     workers = loader["num_workers"]
     if loader["batch_size"] is None:
         if loader["drop_last"]:
@@ -121,7 +138,10 @@ def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list
         problems.append(f"loader.prefetch_factor={loader['prefetch_factor']}: must be null or an integer >= 1")
     if loader["timeout"] < 0:
         problems.append(f"loader.timeout={_show(loader['timeout'])}: must be >= 0 seconds (0 waits forever)")
-    if workers > cpus:
+    if ranks > 1 and ranks * workers > cpus:
+        warnings.append(f"dist.nproc_per_node={ranks} x loader.num_workers={workers} = {ranks * workers} workers "
+                        f"exceed the {cpus} CPUs this process may use: the ranks' workers compete for cores")
+    elif workers > cpus:
         warnings.append(
             f"loader.num_workers={workers} exceeds the {cpus} CPUs this process may use: workers compete for cores"
         )
@@ -162,6 +182,13 @@ def _check_step(step: Mapping[str, Any], problems: list[str]) -> None:
         problems.append(f"step.ms={step['ms']}: must be >= 0")
     if step["size"] < 1 or step["repeat"] < 1:
         problems.append(f"step.size={step['size']}, step.repeat={step['repeat']}: both must be >= 1")
+
+
+def _check_rank_gpus(cfg: Mapping[str, Any], cuda_available: bool, gpus: Optional[int], problems: list[str]) -> None:
+    ranks, device = cfg["dist"]["nproc_per_node"], cfg["device"]["type"]
+    if ranks > 1 and cuda_available and device != "cpu" and gpus is not None and ranks > gpus:
+        problems.append(f"dist.nproc_per_node={ranks} with device.type={device}: each rank uses its own GPU and this "
+                        f"host has {gpus}; valid here: 1..{gpus}, or device.type=cpu")
 
 
 def _check_device(cfg: Mapping[str, Any], cuda_available: bool, problems: list[str], warnings: list[str]) -> None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import multiprocessing
 import random
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 from warnings import catch_warnings, filterwarnings
 
 import numpy as np
@@ -95,13 +96,13 @@ def planned_batches(budget: BudgetSpec, repeats: int, batches_per_epoch: Optiona
 
 
 def measured_loader(
-    dataset: Any, sampler_cfg: Mapping[str, Any], loader_cfg: Mapping[str, Any]
+    dataset: Any, sampler_cfg: Mapping[str, Any], loader_cfg: Mapping[str, Any], sampler: Optional[Any] = None
 ) -> tuple[torch.utils.data.DataLoader, Optional[RecordingBatchSampler]]:
     """The configured DataLoader as loaderexp measures it: for a map-style dataset, the sampler's
     indices recorded and, with workers, each batch tagged with its indices (the delivery check)."""
     if isinstance(dataset, IterableDataset):
         return build_loader(dataset, None, loader_cfg), None
-    sampler = build_sampler(sampler_cfg, dataset)
+    sampler = sampler if sampler is not None else build_sampler(sampler_cfg, dataset)
     sampler = sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset)
     recorder = RecordingBatchSampler(sampler, loader_cfg["batch_size"], loader_cfg["drop_last"])
     dataset, extra = instrumented(dataset, recorder, loader_cfg["num_workers"], callable_at(loader_cfg["collate_fn"]))
@@ -167,11 +168,22 @@ def measure_job(
     dataset: Optional[Any] = None,
     forked_from: tuple[int, ...] = (),
 ) -> JobMeasurement:
-    """:func:`measure`, with torch's warnings for what the run records itself left out."""
+    """:func:`measure`, with torch's warnings for what the run records itself left out; with
+    ``dist.nproc_per_node`` > 1, every rank measuring at once (:mod:`loaderexp.execute.ranks`)."""
+    if cfg["dist"]["nproc_per_node"] > 1:
+        from loaderexp.execute.ranks import measure_ranks
+
+        return measure_ranks(cfg, on_batch)
+    with quiet_torch_warnings():
+        return measure(cfg, on_batch, dataset, forked_from)
+
+
+@contextmanager
+def quiet_torch_warnings() -> Iterator[None]:
     with catch_warnings():
         for message in RECORDED_WARNINGS:
             filterwarnings("ignore", message=message, category=UserWarning)
-        return measure(cfg, on_batch, dataset, forked_from)
+        yield
 
 
 def measure(
@@ -179,6 +191,8 @@ def measure(
     on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
     dataset: Optional[Any] = None,
     forked_from: tuple[int, ...] = (),
+    sampler: Optional[Any] = None,
+    after_windows: Optional[Callable[[Any], None]] = None,
 ) -> JobMeasurement:
     """Build the configured loader and measure it: repeats until they agree to ``bench.precision``
     (IQR/median, at least ``bench.min_repeats``, at most ``bench.max_repeats``), or exactly
@@ -187,6 +201,8 @@ def measure(
     ``dataset`` replaces the configured one (the benchmark measures both loops on one instance).
     ``forked_from`` are the processes this one was forked from with torch loaded or the dataset
     built (execute/holder.py): the memory figures count their share of the pages in common.
+    A rank passes its ``sampler`` (DistributedSampler) and ``after_windows(loader)``, which keeps
+    it loading while the other ranks still measure.
     """
     check_targets(cfg)  # the imports it needs are this process's anyway: first, before any dataset
     loader_cfg, bench = cfg["loader"], cfg["bench"]
@@ -198,7 +214,7 @@ def measure(
     warnings: list[str] = []
     if iterable and cfg["sampler"].get("name") not in (None, "sequential"):
         warnings.append(f"sampler={cfg['sampler'].get('name')} ignored: an IterableDataset orders its own samples")
-    loader, recorder = measured_loader(dataset, cfg["sampler"], loader_cfg)
+    loader, recorder = measured_loader(dataset, cfg["sampler"], loader_cfg, sampler)
     try:
         dataset_length: Optional[int] = len(dataset)  # type: ignore[arg-type]
     except TypeError:
@@ -232,6 +248,8 @@ def measure(
     with ResourceMonitor(bench["resource_interval_s"], gpu_index=gpu_index, forked_from=forked_from) as monitor:
         repeats, stopped = repeat_until_precise(loader, budget, bench, delivery, None if idle else consumer,
                                                 progress if on_batch is not None else None)
+        if after_windows is not None:
+            after_windows(loader)
     resources = monitor.stats()  # stopped, with a last sample, on leaving the block
     del loader  # persistent workers end here, not at interpreter exit
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from loaderexp.report.params import short_key, varying_params
+from loaderexp.report.params import X_AXIS, short_key, varying_params
 from loaderexp.result import RunResult, param_text
 
 
@@ -17,6 +17,7 @@ class Recommendation:
     text: str
 
 
+RANKS_KEY = "dist.nproc_per_node"
 NOISE_ALLOWANCE_CAP = 3  # a measured spread widens the tolerance to at most 3x itself
 
 
@@ -44,9 +45,14 @@ def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional
     chosen = min(close, key=lambda r: (r.params.get("loader.num_workers", 0), -r.metrics["throughput_samples_per_s"]))
     rate = chosen.metrics["throughput_samples_per_s"]
     within_noise = chosen is not best and gap(chosen) <= noise(chosen)
-    settings = ", ".join(f"{short_key(k)}={param_text(chosen.params.get(k))}" for k in varying_params(finished))
-    settings = settings or "the defaults"
-    text = f"Recommendation: {settings}: {rate:,.0f} samples/s"
+    ranks = chosen.params.get(RANKS_KEY) or 1
+    swept = [k for k in varying_params(finished) if k != RANKS_KEY]
+    if ranks > 1 and X_AXIS not in swept:
+        swept.insert(0, X_AXIS)  # "num_workers=N per rank" is the answer with ranks, swept or not
+    settings = ", ".join(f"{short_key(k)}={param_text(chosen.params.get(k))}" for k in swept) or "the defaults"
+    if ranks > 1:  # what each training process sets, and for how many of them it holds
+        settings = f"{settings} per rank with {ranks} ranks"
+    text = f"Recommendation: {settings}: {rate:,.0f} samples/s" + (" across the ranks" if ranks > 1 else "")
     if chosen is best:
         text += " (the fastest run)."
     else:

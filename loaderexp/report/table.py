@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 
 from loaderexp.report.hosts import by_host_type, overlaps
 from loaderexp.report.params import short_key, varying_params
-from loaderexp.report.recommend import recommend
+from loaderexp.report.recommend import RANKS_KEY, recommend
 from loaderexp.result import RunResult, param_text
 
 
@@ -40,6 +40,14 @@ def summary_table(items: Sequence[tuple[Path, RunResult]]) -> str:
     return "\n".join([text, *shared])
 
 
+def _ranks(result: RunResult) -> int:
+    return result.params.get(RANKS_KEY) or 1
+
+
+def _rate(result: Optional[RunResult]) -> Optional[float]:
+    return result.metrics["throughput_samples_per_s"] if result else None
+
+
 def _hostnames(group: Sequence[tuple[Path, RunResult]]) -> str:
     return ", ".join(sorted({str(r.host.get("hostname")) for _, r in group}))
 
@@ -47,15 +55,18 @@ def _hostnames(group: Sequence[tuple[Path, RunResult]]) -> str:
 def _table(items: Sequence[tuple[Path, RunResult]]) -> str:
     results = [r for _, r in items]
     axes = varying_params(results) or ["loader.num_workers"]
-    base = baseline(results)
-    base_rate = base.metrics["throughput_samples_per_s"] if base else None
+    # Speed-up against the baseline with as many ranks: the rank count is the machine's, not a knob.
+    base_rates = {count: _rate(baseline([r for r in results if _ranks(r) == count])) for count in map(_ranks, results)}
     stepped = any(r.info.get("bound", "").endswith("-bound") for r in results)  # a training step ran
-    header = [*(short_key(a) for a in axes), "status", "samples/s", "±IQR%", "MB/s", "1st batch s", "epoch s", "wait p50/p95 ms",
+    ranked = any(r.metrics.get("ranks", 1) > 1 for r in results)  # several ranks loaded at once
+    header = [*(short_key(a) for a in axes), "status", "samples/s", *(["slowest"] if ranked else []), "±IQR%", "MB/s",
+              "1st batch s", "epoch s", "wait p50/p95 ms",
               "speed-up", "stall%", *(["bound"] if stepped else []), "h2d GB/s", "PSS MB", "delivery"]
     rows = [header]
     for folder, r in items:
         m = r.metrics
         rate = m.get("throughput_samples_per_s")
+        base_rate = base_rates[_ranks(r)]
         epoch = m.get("epoch_time_s", m.get("epoch_time_est_s"))
         epoch_text = _fmt(epoch, 2) + ("" if "epoch_time_s" in m or epoch is None else "~")
         delivery = r.info.get("delivery_ok")
@@ -63,6 +74,7 @@ def _table(items: Sequence[tuple[Path, RunResult]]) -> str:
             *(param_text(r.params.get(a)) for a in axes),
             r.status + ("*" if m.get("noisy") else ""),
             _fmt(rate, 0),
+            *([_fmt(m.get("throughput_slowest_rank_samples_per_s", rate), 0)] if ranked else []),
             _fmt(100 * m["throughput_iqr_rel"], 1) if m.get("repeats", 0) >= 2 else "-",
             _fmt(m.get("throughput_mb_per_s"), 1),
             _fmt(m.get("time_to_first_batch_s"), 3),
@@ -89,7 +101,13 @@ def _table(items: Sequence[tuple[Path, RunResult]]) -> str:
     failed = [(f, r) for f, r in items if r.status != "FINISHED"]
     for folder, r in failed:
         notes.append(f"{folder.name}: {r.status}: {(r.error or '').splitlines()[0] if r.error else ''}")
-    rec = recommend(results)
-    if rec is not None:
-        notes.append(rec.text)
+    ranks = sorted(set(map(_ranks, results)))
+    if any(r.metrics.get("ranks", 1) > 1 for r in results):
+        notes.append("slowest: the slowest rank's samples/s (a synchronous step waits for it); samples/s is all "
+                     "ranks together")
+    # The ranks per node are the machine's (its GPUs), not a knob: one recommendation per count.
+    for count in ranks:
+        rec = recommend([r for r in results if _ranks(r) == count])
+        if rec is not None:
+            notes.append(rec.text)
     return "\n".join(lines + ([""] + notes if notes else []))

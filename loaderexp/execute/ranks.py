@@ -1,0 +1,252 @@
+"""Several ranks per node: ``dist.nproc_per_node`` processes loading at once, as DDP runs them.
+
+On a node with 8 GPUs every training process starts its own ``num_workers`` workers, and they all
+share the cores, page cache, memory bandwidth and /dev/shm: one process alone answers the wrong
+question.  Here the ranks are started by torch's elastic launcher (the code ``torchrun`` runs),
+each builds its dataset and a DataLoader over ``DistributedSampler(rank, world)`` with its own
+workers (and, with GPUs, ``cuda:<local_rank>``), lines up with the others on a gloo barrier, and
+measures with the same loop as a single process.  A rank that has finished its windows keeps
+loading, unmeasured, until every rank has finished (an asynchronous barrier), so every window is
+measured with all ranks loading.  The ranks' figures come back through the launcher and are
+combined into one run's: the aggregate rate, the slowest rank's, the spread between ranks, and
+the resources of all ranks and their workers.
+
+A rank that raises, is killed or hangs fails the whole measurement: the launcher stops the
+others (their workers follow their parent), and the error names the rank and its cause.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import multiprocessing
+import os
+import statistics
+import threading
+import time
+from typing import Any, Callable, Mapping, Optional
+
+from loaderexp.execute.job import JobMeasurement, configured_dataset, measure, quiet_torch_warnings
+
+# Summed over ranks: rates and what each rank's processes hold; the rest takes the worst rank.
+SUMMED = ("throughput_samples_per_s", "throughput_mb_per_s", "read_mb_per_s", "cpu_percent_mean",
+          "cpu_percent_peak", "pss_peak_mb", "uss_peak_mb", "processes_peak", "measured_samples", "measured_batches")
+LOWEST = ("delivery_ok", "pinned_fraction", "h2d_gbps")
+# Per-rank figures kept as metrics of their own (rank0.throughput_samples_per_s, ...).
+PER_RANK = ("throughput_samples_per_s", "time_to_first_batch_s", "wait_p95_ms", "pss_peak_mb", "cpu_percent_mean")
+LINGER_REPORT_EVERY = 8  # batches between heartbeats while a rank waits for the others
+
+
+class RankFailed(RuntimeError):
+    """A rank raised, was killed or exited; the message names it and its cause."""
+
+
+def core_shares(cores: list[int], ranks: int) -> list[list[int]]:
+    """The usable cores split evenly between the ranks (in order, as launchers bind them); with more
+    ranks than cores, each rank gets one, shared round-robin."""
+    if ranks > len(cores):
+        return [[cores[r % len(cores)]] for r in range(ranks)]
+    share = len(cores) // ranks
+    return [cores[r * share:(r + 1) * share] for r in range(ranks)]
+
+
+def rank_sampler(dataset: Any, sampler_cfg: Mapping[str, Any], world: int, rank: int, seed: int) -> Any:
+    """What one rank of a data-parallel job loads: its 1/world share (random: reshuffled with the seed)."""
+    from torch.utils.data import DistributedSampler
+
+    shuffle = sampler_cfg.get("shuffle", sampler_cfg.get("name") == "random")
+    return DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=bool(shuffle), seed=seed,
+                              drop_last=bool(sampler_cfg.get("drop_last", False)))
+
+
+def _rank_device(device_type: str, local_rank: int) -> str:
+    import torch
+
+    if device_type == "cpu" or (device_type == "auto" and not torch.cuda.is_available()):
+        return "cpu"
+    count = torch.cuda.device_count()
+    if local_rank >= count:
+        raise RuntimeError(f"rank {local_rank} has no GPU of its own: {count} visible, dist.nproc_per_node is more")
+    return f"cuda:{local_rank}"
+
+
+def rank_main(cfg: dict[str, Any], progress: Any, cores: Optional[list[int]]) -> dict[str, Any]:
+    """One rank: set up, line up with the others, measure, keep loading until all have measured."""
+    import torch.distributed as dist
+
+    rank, local_rank, world = (int(os.environ[k]) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
+    if cores:
+        os.sched_setaffinity(0, cores)  # its workers inherit it
+    # torchrun's ranks are fresh interpreters whose workers start the platform's default way; a rank
+    # started by multiprocessing would otherwise pass its own start method (spawn) on to its workers.
+    multiprocessing.set_start_method(multiprocessing.get_all_start_methods()[0], force=True)
+    dist.init_process_group("gloo")
+    try:
+        cfg = {**cfg, "device": {**cfg["device"], "type": _rank_device(cfg["device"]["type"], local_rank)}}
+        dataset = configured_dataset(cfg)
+        sampler = rank_sampler(dataset, cfg["sampler"], world, rank, cfg["bench"]["seed"])
+        share = list(sampler)  # epoch 0's indices: the launcher checks that the shares cover the data
+        count = [0]
+
+        def heartbeat(done: int, total: Optional[int]) -> None:
+            count[0] = done
+            progress.put((rank, done, total))
+
+        def linger(loader: Any) -> None:
+            """Load on, unmeasured, until every rank has measured: no rank measures with fewer loading."""
+            everyone = dist.barrier(async_op=True)
+            while not everyone.is_completed():
+                for seen, _ in enumerate(loader, 1):
+                    if seen % LINGER_REPORT_EVERY == 0:
+                        count[0] += LINGER_REPORT_EVERY
+                        progress.put((rank, count[0], None))
+                        if everyone.is_completed():
+                            break
+            everyone.wait()
+
+        dist.barrier()  # every rank built its dataset: start loading together
+        with quiet_torch_warnings():
+            measured = measure(cfg, heartbeat, dataset, sampler=sampler, after_windows=linger)
+        return {"metrics": measured.metrics, "info": measured.info, "warnings": measured.warnings,
+                "batches_csv": measured.batches_csv, "share": share, "cores": cores, "pid": os.getpid()}
+    finally:
+        dist.destroy_process_group()
+
+
+def measure_ranks(cfg: Mapping[str, Any], on_batch: Optional[Callable[[int, Optional[int]], None]] = None
+                  ) -> JobMeasurement:
+    """Start ``dist.nproc_per_node`` ranks with torch's elastic launcher and combine their figures."""
+    import torch.multiprocessing as mp
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    ranks = cfg["dist"]["nproc_per_node"]
+    start_method = cfg["dist"]["start_method"]
+    # The launcher logs each failure at length; the run's error says it once, in a line.
+    for name in ("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    cores = sorted(os.sched_getaffinity(0))
+    shares = core_shares(cores, ranks) if cfg["dist"]["cpu_affinity"] else [None] * ranks
+    progress = mp.get_context(start_method).SimpleQueue()
+    launch = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=ranks, run_id=f"loaderexp-{os.getpid()}",
+                          rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", max_restarts=0, monitor_interval=0.1,
+                          start_method=start_method)
+    stop = threading.Event()
+    forwarder = threading.Thread(target=_forward, args=(progress, ranks, on_batch, stop), daemon=True)
+    forwarder.start()
+    try:
+        # Each rank needs its own core share: the launcher passes the same arguments to all, so the
+        # shares travel as one list and a rank picks its own by LOCAL_RANK.
+        returned = elastic_launch(launch, _rank_entry)(dict(cfg), progress, shares)
+    except ChildFailedError as error:
+        raise RankFailed(_failure_text(error)) from None
+    finally:
+        stop.set()
+        forwarder.join(timeout=5)
+    return combine([returned[r] for r in sorted(returned)], cfg)
+
+
+def _rank_entry(cfg: dict[str, Any], progress: Any, shares: list[Optional[list[int]]]) -> dict[str, Any]:
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return record(rank_main)(cfg, progress, shares[int(os.environ["LOCAL_RANK"])])
+
+
+def _forward(progress: Any, ranks: int, on_batch: Optional[Callable], stop: threading.Event) -> None:
+    """Heartbeats to the job's watcher: only when every rank has moved, so one hung rank is a stall."""
+    counts = [0] * ranks
+    total: Optional[int] = None
+    reported = 0
+    while not stop.is_set():
+        if progress.empty():
+            time.sleep(0.05)
+            continue
+        rank, done, rank_total = progress.get()
+        counts[rank] = done
+        total = rank_total if rank == 0 and rank_total is not None else total
+        if on_batch is not None and min(counts) > reported:
+            reported = min(counts)
+            on_batch(reported, total)
+
+
+def _failure_text(error: Any) -> str:
+    """The first failed rank and why: its exception, or the signal or exit code that ended it."""
+    rank, failure = min(error.failures.items(), key=lambda item: item[1].timestamp)
+    message = failure.message
+    if isinstance(message, dict):  # the rank's exception, recorded by @record
+        message = message.get("message", str(message))
+    if failure.exitcode < 0:
+        message = f"killed by signal {-failure.exitcode}" + (f" ({message})" if message else "")
+    lines = [line for line in (message or f"exit code {failure.exitcode}").splitlines() if line.strip()]
+    # A worker's error comes with its traceback: the first line and the exception itself lead.
+    headline = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1].strip()}"
+    return f"rank {rank} (pid {failure.pid}) failed: {headline}" + ("\n" + "\n".join(lines) if len(lines) > 1 else "")
+
+
+def combine(per_rank: list[dict[str, Any]], cfg: Mapping[str, Any]) -> JobMeasurement:
+    """One run's figures from its ranks': rates and resources summed, times from the slowest rank."""
+    world = len(per_rank)
+    metrics: dict[str, float] = {}
+    for key in per_rank[0]["metrics"]:
+        values = [r["metrics"][key] for r in per_rank if key in r["metrics"]]
+        if key in SUMMED:
+            metrics[key] = sum(values)
+        elif key in LOWEST:
+            metrics[key] = min(values)
+        else:
+            metrics[key] = max(values)
+    rates = [r["metrics"]["throughput_samples_per_s"] for r in per_rank]
+    metrics.update(
+        throughput_slowest_rank_samples_per_s=min(rates),
+        throughput_synchronous_samples_per_s=world * min(rates),  # a step that waits for every rank
+        rank_spread_rel=(max(rates) - min(rates)) / statistics.median(rates) if min(rates) > 0 else math.nan,
+        ranks=float(world),
+    )
+    for rank, result in enumerate(per_rank):
+        for key in PER_RANK:
+            if key in result["metrics"]:
+                metrics[f"rank{rank}.{key}"] = result["metrics"][key]
+    info = dict(per_rank[0]["info"])
+    problems = [f"rank {r}: {p}" for r, result in enumerate(per_rank) for p in result["info"]["delivery_problems"]]
+    share_problems, padding = _check_shares([r["share"] for r in per_rank], info.get("dataset_length"))
+    problems += share_problems
+    info.update(
+        ranks=world,
+        rank_start_method=cfg["dist"]["start_method"],
+        rank_cores=[r["cores"] for r in per_rank] if cfg["dist"]["cpu_affinity"] else None,
+        rank_devices=[r["info"]["device"] for r in per_rank],
+        delivery_ok=all(r["info"]["delivery_ok"] is not False for r in per_rank) and not share_problems,
+        delivery_problems=problems,
+        delivery_across_ranks=(f"the {world} ranks' shares cover the {info.get('dataset_length')} samples"
+                               + (f"; DistributedSampler repeats {padding} to give every rank as many" if padding
+                                  else " exactly once")),
+        dist_padding_samples=padding,
+    )
+    metrics["delivery_ok"] = float(info["delivery_ok"])
+    warnings = sorted({w for r in per_rank for w in r["warnings"]})
+    warnings += [f"delivery check failed: {p}" for p in share_problems]
+    csv = "".join(_with_rank(r["batches_csv"], rank, first=rank == 0) for rank, r in enumerate(per_rank))
+    return JobMeasurement(metrics=metrics, info=info, warnings=warnings, batches_csv=csv)
+
+
+def _check_shares(shares: list[list[int]], length: Optional[int]) -> tuple[list[str], int]:
+    """Do the ranks' epoch-0 shares cover every sample, and only the padding twice?"""
+    total = sum(len(s) for s in shares)
+    if not length:
+        return [], 0
+    union = set().union(*map(set, shares))
+    problems = []
+    if len(union) != length or min(union, default=0) < 0 or max(union, default=0) >= length:
+        problems.append(f"the ranks' shares cover {len(union)} distinct samples of {length}")
+    padding = total - length
+    if padding < 0 or padding >= len(shares):
+        problems.append(f"the ranks' shares hold {total} indices for {length} samples and {len(shares)} ranks")
+    return problems, max(padding, 0)
+
+
+def _with_rank(csv: str, rank: int, first: bool) -> str:
+    lines = csv.splitlines()
+    if not lines:
+        return ""
+    body = [f"{rank},{line}" for line in lines[1:]]
+    return "\n".join(([f"rank,{lines[0]}"] if first else []) + body) + "\n"
