@@ -8,26 +8,33 @@ import signal
 import sys
 import warnings
 from pathlib import Path
+from typing import Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.plugins import Plugins
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from hydra_plugins.loaderexp_search.search_sweeper import SearchSweeper
 from loaderexp.config import config_dir
+from loaderexp.result import RunResult
 from loaderexp.runner import JobContext, run
 
 # At exit the interpreter clears every module, and each clearing can run the cycle collector over
 # every object torch, MLflow and SQLAlchemy made: seconds after the summary is printed.  Freezing
 # them first leaves those objects to plain reference counting (atexit runs before the clearing).
 atexit.register(gc.freeze)
+# Hydra finds plugins by listing the hydra_plugins package, which cannot see into an editable
+# install (`pip install -e .` serves it through an import hook): register the search sweeper here.
+Plugins.instance().register(SearchSweeper)
 # conf/hydra/launcher/ray.yaml keeps the plugin's name and so is checked against the plugin's schema
 # (what we want); Hydra warns that matching by name is deprecated.
 warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/ray' is validated against ConfigStore schema")
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> Optional[RunResult]:
     from loaderexp.track import sweep
 
     # SIGTERM (a scheduler, `kill`) ends the sweep like Ctrl-C: the current run is recorded as KILLED.
@@ -60,7 +67,7 @@ def main(cfg: DictConfig) -> None:
         print("loaderexp: interrupted; finished runs are kept", file=sys.stderr)
         raise SystemExit(130)
     if multirun:
-        return
+        return result  # a sweeper that searches reads it (hydra/sweeper=search)
     from loaderexp.report import summary_table
 
     print(summary_table([(job.output_dir, result)]))

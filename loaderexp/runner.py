@@ -139,9 +139,9 @@ def _measure(plain: dict[str, Any], progress: JobProgress):
         from loaderexp.execute.child import measure_in_child
 
         return measure_in_child(plain, plain["bench"]["job_timeout_s"], on_batch=progress)
-    from loaderexp.execute.job import measure_job
+    from loaderexp.execute.ranks import measure_on_node
 
-    return measure_job(plain, on_batch=progress)
+    return measure_on_node(plain, on_batch=progress)
 
 
 def _host_facts(isolate: bool) -> dict[str, Any]:

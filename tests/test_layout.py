@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "loaderexp"
-STAGES = ("config", "data", "measure", "execute", "track", "report")
+STAGES = ("config", "data", "measure", "execute", "track", "report", "search")
 
 # What each stage may import from loaderexp (itself always); ``result`` is the plain value all share.
 ALLOWED = {
@@ -22,7 +22,8 @@ ALLOWED = {
     "measure": set(),
     "execute": {"config", "data", "measure", "result"},
     "report": {"result"},
-    "track": {"result", "report"},
+    "track": {"result", "report", "search"},
+    "search": {"config", "report", "result"},
     "result": set(),
 }
 FORBIDDEN_THIRD_PARTY = {"measure": ("hydra", "omegaconf", "mlflow"), "execute": ("mlflow",),

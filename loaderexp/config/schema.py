@@ -97,6 +97,7 @@ class BenchConfig:
     job_timeout_s: float = 3600.0  # a whole job, set-up included; past it the job's process is killed
     stall_s: float = 120.0  # no batch for this long (or 20x the longest gap seen) is a stall: killed
     isolate: bool = True  # measure in a killable child process (false: in this process, for debugging)
+    stop_below: Optional[float] = None  # stop after the first window when it is below this rate (a search's pruning)
     shared_host_ok: bool = False  # let measurements share a host (else each job waits for the host to itself)
 
 

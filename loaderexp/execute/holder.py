@@ -122,14 +122,14 @@ def _measure(cfg: Mapping[str, Any], conn: Any, batches: Any, dataset: Any, thre
         import torch
 
         from loaderexp.config import apply_python_path
-        from loaderexp.execute.job import measure_job
+        from loaderexp.execute.ranks import measure_on_node
 
         apply_python_path(cfg)  # this job's step may live elsewhere than the first job's
         torch.set_num_threads(threads)
         multiprocessing.set_start_method(worker_start_method(), force=True)
         holder = psutil.Process(os.getppid())
         forked_from = (holder.pid, holder.ppid())  # the holder, and the forkserver it came from
-        measured = measure_job(cfg, on_batch=heartbeat(batches, conn), dataset=dataset, forked_from=forked_from)
+        measured = measure_on_node(cfg, on_batch=heartbeat(batches, conn), dataset=dataset, forked_from=forked_from)
         conn.send(("done", measured))
     except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data
         code = 1

@@ -127,8 +127,17 @@ def repeat_until_precise(
     """
     fewest, most = repeat_range(bench)
 
+    floor = bench.get("stop_below")
+    pruned = False
+
     def another(repeats: list[RepeatTiming]) -> bool:
+        nonlocal pruned
         if len(repeats) >= most:
+            return False
+        if floor is not None and len(repeats) == 1 and repeats[0].samples_per_s < floor:
+            # Clearly behind after its first window (which starts an epoch and so never pays a
+            # restart of the workers): no more windows can bring it within reach of the best.
+            pruned = True
             return False
         if bench["repeats"] or len(repeats) < fewest:
             return True
@@ -150,6 +159,8 @@ def repeat_until_precise(
                 consumer.flush()  # a prefetched batch still pending is stepped outside the window
     if consumer is not None:
         consumer.flush()
+    if pruned:
+        return repeats, "pruned"
     if bench["repeats"]:
         return repeats, "fixed"
     precise = spread([r.samples_per_s for r in repeats]).relative <= bench["precision"]
@@ -168,12 +179,8 @@ def measure_job(
     dataset: Optional[Any] = None,
     forked_from: tuple[int, ...] = (),
 ) -> JobMeasurement:
-    """:func:`measure`, with torch's warnings for what the run records itself left out; with
-    ``dist.nproc_per_node`` > 1, every rank measuring at once (:mod:`loaderexp.execute.ranks`)."""
-    if cfg["dist"]["nproc_per_node"] > 1:
-        from loaderexp.execute.ranks import measure_ranks
-
-        return measure_ranks(cfg, on_batch)
+    """:func:`measure` in this one process, with torch's warnings for what the run records itself
+    left out (several ranks: :func:`loaderexp.execute.ranks.measure_on_node`)."""
     with quiet_torch_warnings():
         return measure(cfg, on_batch, dataset, forked_from)
 
@@ -255,7 +262,10 @@ def measure(
 
     transfer = to_device.stats()
     metrics, info = summarize(repeats, consumer, transfer, bench, batches_per_epoch, step_cfg["kind"] != "none")
-    info.update(repeats_stopped=stopped, warmup_batches=budget.warmup_batches, round_size=budget.round_size)
+    info.update(repeats_stopped=stopped, warmup_batches=budget.warmup_batches, round_size=budget.round_size,
+                repeat_rates=[round(r.samples_per_s, 1) for r in repeats])
+    if stopped == "pruned":
+        metrics["pruned"] = 1.0
     if loader_cfg["num_workers"] > 0:
         info["worker_start_method"] = loader_cfg["multiprocessing_context"] or multiprocessing.get_start_method()
     metrics.update(resources.gpu_metrics())

@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Optional
 
-from loaderexp.execute.job import JobMeasurement, configured_dataset, measure, quiet_torch_warnings
+from loaderexp.execute.job import JobMeasurement, configured_dataset, measure, measure_job, quiet_torch_warnings
 
 # Summed over ranks: rates and what each rank's processes hold; the rest takes the worst rank.
 SUMMED = ("throughput_samples_per_s", "throughput_mb_per_s", "read_mb_per_s", "cpu_percent_mean",
@@ -35,6 +35,14 @@ LOWEST = ("delivery_ok", "pinned_fraction", "h2d_gbps")
 # Per-rank figures kept as metrics of their own (rank0.throughput_samples_per_s, ...).
 PER_RANK = ("throughput_samples_per_s", "time_to_first_batch_s", "wait_p95_ms", "pss_peak_mb", "cpu_percent_mean")
 LINGER_REPORT_EVERY = 8  # batches between heartbeats while a rank waits for the others
+
+
+def measure_on_node(cfg: Mapping[str, Any], on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
+                    dataset: Optional[Any] = None, forked_from: tuple[int, ...] = ()) -> JobMeasurement:
+    """A job's measurement: in this process, or ``dist.nproc_per_node`` ranks loading at once."""
+    if cfg["dist"]["nproc_per_node"] > 1:
+        return measure_ranks(cfg, on_batch)  # each rank builds its own dataset, as under torchrun
+    return measure_job(cfg, on_batch, dataset, forked_from)
 
 
 class RankFailed(RuntimeError):

@@ -29,7 +29,8 @@ def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional
     measured across its repeats (IQR/median of either run, up to 3x ``tolerance``): a gap
     smaller than the noise is not a measured difference.
     """
-    finished = [r for r in results if r.status == "FINISHED" and r.info.get("delivery_ok") is not False]
+    finished = [r for r in results if r.status == "FINISHED" and r.info.get("delivery_ok") is not False
+                and not r.metrics.get("pruned")]  # a pruned trial stopped early: its figures are partial
     if not finished:
         return None
     best = max(finished, key=lambda r: r.metrics["throughput_samples_per_s"])

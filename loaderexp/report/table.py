@@ -19,7 +19,7 @@ def _fmt(value: Optional[float], digits: int = 1) -> str:
 
 def baseline(results: Sequence[RunResult]) -> Optional[RunResult]:
     """The num_workers=0 run (the fastest such one), else the slowest finished run."""
-    finished = [r for r in results if r.status == "FINISHED"]
+    finished = [r for r in results if r.status == "FINISHED" and not r.metrics.get("pruned")]
     if not finished:
         return None
     zero = [r for r in finished if r.params.get("loader.num_workers") == 0]
@@ -72,7 +72,7 @@ def _table(items: Sequence[tuple[Path, RunResult]]) -> str:
         delivery = r.info.get("delivery_ok")
         row = [
             *(param_text(r.params.get(a)) for a in axes),
-            r.status + ("*" if m.get("noisy") else ""),
+            ("PRUNED" if m.get("pruned") else r.status) + ("*" if m.get("noisy") else ""),
             _fmt(rate, 0),
             *([_fmt(m.get("throughput_slowest_rank_samples_per_s", rate), 0)] if ranked else []),
             _fmt(100 * m["throughput_iqr_rel"], 1) if m.get("repeats", 0) >= 2 else "-",
@@ -92,6 +92,9 @@ def _table(items: Sequence[tuple[Path, RunResult]]) -> str:
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     notes = []
+    if any(r.metrics.get("pruned") for r in results):
+        notes.append("PRUNED: a search's trial stopped after its first window, clearly behind the best trial so far "
+                     "(bench.stop_below); not a candidate for the recommendation")
     if any(r.metrics.get("noisy") for r in results):
         notes.append("* noisy: throughput IQR/median above the noise threshold across repeats")
     if any(r.metrics.get("epoch_time_est_s") for r in results):

@@ -29,7 +29,8 @@ log = logging.getLogger("loaderexp")
 
 @dataclass
 class SweepState:
-    total: Optional[int] = None
+    total: Optional[int] = None  # a search's: at most this many
+    search: bool = False
     swept_keys: tuple[str, ...] = ()  # the grid's axes: they name each job's run
     parent_run_id: Optional[str] = None
     tracker: Any = None
@@ -48,13 +49,22 @@ def sweep_overrides(config: DictConfig) -> list[str]:
 
 
 def grid(config: DictConfig) -> tuple[int, tuple[str, ...]]:
-    """The number of jobs, counted as BasicSweeper will, and the keys that are swept."""
+    """The number of jobs, counted as BasicSweeper will (a search: at most its max_trials), and the
+    keys that are swept."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
+    if is_search(config):  # its space is checked here, before the sweep's parent run exists
+        from loaderexp.search.space import checked_space
+
+        return int(config.hydra.sweeper.max_trials), checked_space(sweep_overrides(config), config).keys
     parsed = OverridesParser.create().parse_overrides(sweep_overrides(config))
     batches = BasicSweeper.split_arguments(parsed, None)
     swept = tuple(dict.fromkeys(o.get_key_element() for o in parsed if o.is_sweep_override()))
     return sum(len(batch) for batch in batches), swept
+
+
+def is_search(config: DictConfig) -> bool:
+    return "loaderexp_search" in str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
 
 
 def identity(sweep_dir: Path) -> SweepState:
@@ -101,9 +111,11 @@ class SweepCallback(Callback):
         global STATE
         refuse_password_in_uri(config)
         total, swept = grid(config)
-        STATE = SweepState(total=total, swept_keys=swept, sweep_dir=Path(config.hydra.sweep.dir), started=time.time())
+        STATE = SweepState(total=total, swept_keys=swept, sweep_dir=Path(config.hydra.sweep.dir), started=time.time(),
+                           search=is_search(config))
         grid_text = " ".join(sweep_overrides(config))
-        log.info("sweep of %d jobs: %s", STATE.total, grid_text or "(defaults)")
+        log.info("%s: %s", f"search of at most {total} trials" if STATE.search else f"sweep of {total} jobs",
+                 grid_text or "(defaults)")
         tracking = config.tracking
         if tracking.backend != "mlflow":
             _write_record(config)
@@ -136,7 +148,8 @@ class SweepCallback(Callback):
             STATE.parent_run_id = previous["parent_run_id"]
             STATE.tracker.client.update_run(STATE.parent_run_id, status="RUNNING")
         else:
-            name = f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')} ({STATE.total} jobs)"
+            size = f"search, at most {STATE.total} trials" if STATE.search else f"{STATE.total} jobs"
+            name = f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')} ({size})"
             STATE.parent_run_id = STATE.tracker.start_run(name, tags)
         _write_record(config)
         log.info("MLflow: experiment %r, parent run %s", tracking.experiment, STATE.parent_run_id)
@@ -163,7 +176,8 @@ def finish_sweep(status: str) -> None:
     items = load_results(STATE.sweep_dir)
     text, plot = write_report(items, STATE.sweep_dir, title=f"{STATE.sweep_dir}")
     elapsed = time.time() - STATE.started
-    footer = f"{len(items)} of {STATE.total} jobs recorded in {elapsed:.1f} s; results in {STATE.sweep_dir}"
+    counted = f"{len(items)} trials (at most {STATE.total})" if STATE.search else f"{len(items)} of {STATE.total} jobs"
+    footer = f"{counted} recorded in {elapsed:.1f} s; results in {STATE.sweep_dir}"
     links = ""
     if STATE.tracker is not None:
         links = f"MLflow runs table: {STATE.tracker.runs_url()}"

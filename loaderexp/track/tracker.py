@@ -234,6 +234,11 @@ def log_result(tracker: MlflowTracker, run_id: str, result: Any, folder: Path) -
     if result.error:
         tags["error"] = result.error
         tags["mlflow.note.content"] = f"**{result.status}**: {result.error}"
+    elif result.metrics.get("pruned"):  # shown on the run's page; the tag filters the table
+        tags["loaderexp.pruned"] = "true"
+        tags["mlflow.note.content"] = ("**PRUNED** by the search after its first window: below "
+                                       f"{result.params.get('bench.stop_below')} samples/s, the best trial's rate "
+                                       "less the search's prune_margin.")
     tracker.log(run_id, params=result.params, metrics=result.metrics, tags=tags)
     if result.status == "FINISHED":
         _log_dataset(tracker, run_id, result)

@@ -1,0 +1,288 @@
+"""The search: trials asked of an Optuna study, launched one at a time, judged by the grid's rule.
+
+Each trial is a job like a grid's (its own run under the sweep's MLflow parent, its own folder),
+launched through whatever launcher the sweep uses.  What the search adds:
+
+- A model-guided sampler (TPE by default) over the declared space, seeded with worker counts
+  around the CPU count (0, half, all): num_workers responds smoothly and the plateau starts near
+  the cores.
+- Pruning: a trial runs with ``bench.stop_below`` = the best rate so far x (1 - prune_margin);
+  a run behind that after its first window stops there (it cannot be within the tolerance of the
+  best), is recorded as pruned and costs a fraction of a full job.  Only the first window counts:
+  it starts an epoch, while a later one may cross an epoch's end and pay the workers' restart.  Each window's rate is the
+  trial's intermediate value in the study.
+- No wasted trials: a configuration the validation rejects, or one that measures the same as a
+  trial already run (prefetch_factor without workers, a repeat suggestion), is told to the study
+  without launching anything.
+- Stopping: at ``max_trials``, when the space is exhausted, or when ``patience`` trials in a row
+  neither beat the best by more than the measured noise nor change the recommendation.  Before
+  stopping, the pick's neighbours are measured if they were not: its other values of each other
+  knob at the same num_workers, then one worker fewer (the grid's rule wants the fewest workers
+  close to the best, where a model-guided search looks least).  A neighbour that changes the
+  pick starts the count again.
+- The study lives in the sweep folder (``search.db``), so ``resume=true`` continues it.
+
+The recommendation is the grid's (:func:`loaderexp.report.recommend`) over the trials that ran to
+the end.  Optuna is imported here only, when a search runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, open_dict
+
+from loaderexp.config import ConfigError, to_plain, validate, without_inapplicable
+from loaderexp.report import recommend
+from loaderexp.result import RunResult
+from loaderexp.search.space import (
+    FloatDimension,
+    IntDimension,
+    Space,
+    SpaceError,
+    checked_space,
+    override_text,
+)
+
+log = logging.getLogger("loaderexp")
+STUDY_FILE = "search.db"
+WORKERS = "loader.num_workers"
+MAX_IDLE_ASKS = 200  # suggestions in a row that launch nothing (rejected or repeated): the space is spent
+
+
+class Search:
+    def __init__(self, max_trials: int, patience: int, sampler: str, seed: int, prune: bool, prune_margin: float,
+                 tolerance: float, params: Optional[DictConfig]):
+        self.max_trials, self.patience, self.sampler_name, self.seed = max_trials, patience, sampler, seed
+        self.prune, self.prune_margin, self.tolerance = prune, prune_margin, tolerance
+        self.params = params
+        self.config: Optional[DictConfig] = None
+        self.hydra_context: Any = None
+        self.launcher: Any = None
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
+        from hydra.core.plugins import Plugins
+
+        self.config, self.hydra_context = config, hydra_context
+        self.launcher = Plugins.instance().instantiate_launcher(
+            config=config, hydra_context=hydra_context, task_function=task_function)
+
+    # -- the space ---------------------------------------------------------------------------------
+
+    def space(self, arguments: list[str]) -> Space:
+        params = [f"{k}={v}" for k, v in (self.params or {}).items()]
+        return checked_space(params + list(arguments), self.config)
+
+    def _effective(self, overrides: list[str]) -> str:
+        """What a trial would measure, as the run sees it: identical keys measure the same thing.
+        Raises ConfigError for a configuration the run would refuse."""
+        cfg = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+        with open_dict(cfg):
+            del cfg["hydra"]  # a job's own fields (hydra.job.num) are not set until it is launched
+        plain = to_plain(cfg)
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        validate(plain, cuda_available=True, cpus=cpus, targets=False)  # CUDA: the job knows and says
+        plain["loader"], _ = without_inapplicable(plain["loader"])
+        plain.get("bench", {}).pop("stop_below", None)
+        return json.dumps(plain, sort_keys=True, default=str)
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    def sweep(self, arguments: list[str]) -> None:
+        import optuna
+
+        assert self.config is not None
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        space = self.space(arguments)
+        distributions = {key: _distribution(dim) for key, dim in space.dimensions.items()}
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        study_path = sweep_dir / STUDY_FILE
+        if study_path.exists() and not self.config.resume:
+            raise SpaceError(f"{sweep_dir} already holds a search ({STUDY_FILE}): resume=true continues it")
+        study = optuna.create_study(storage=f"sqlite:///{study_path}", study_name="loaderexp", direction="maximize",
+                                    sampler=self._sampler(), load_if_exists=True)
+        done = [t for t in study.trials if "job" in t.user_attrs]
+        job_index = max((t.user_attrs["job"] for t in done), default=-1) + 1
+        if not study.trials:
+            for seed in self._seeds(space):
+                study.enqueue_trial(seed)
+        measured: dict[str, float] = {t.user_attrs["key"]: t.user_attrs["rate"] for t in done if "rate" in t.user_attrs}
+        results = [RunResult.read(p) for p in sorted(sweep_dir.glob("*/result.json"))]
+        counts = {"launched": len(done), "pruned": 0, "repeated": 0, "rejected": 0}
+        idle = 0
+        stalled = 0  # trials in a row that changed neither the best nor the pick
+        reason = "max_trials"
+        log.info("search over %s (%s points), at most %d trials, sampler %s; study %s", ", ".join(space.keys),
+                 space.size() or "continuous", self.max_trials, self.sampler_name, study_path)
+        while counts["launched"] < self.max_trials:
+            if stalled >= self.patience:
+                probe = self._local_probe(results, space, measured)
+                if probe is None:
+                    reason = f"converged ({self.patience} trials without a change beyond the noise)"
+                    break
+                study.enqueue_trial(probe)
+            if idle >= MAX_IDLE_ASKS or (space.size() and len(measured) >= space.size()):
+                reason = "the space is exhausted"
+                break
+            trial = study.ask(distributions)
+            overrides = space.fixed + [override_text(k, v) for k, v in trial.params.items()]
+            try:
+                key = self._effective(overrides)
+            except ConfigError as error:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                counts["rejected"] += 1
+                idle += 1
+                log.info("search: %s rejected without running: %s", " ".join(overrides), error.problems[0])
+                continue
+            if key in measured:  # the same measurement again: tell the study what it gave
+                study.tell(trial, measured[key])
+                counts["repeated"] += 1
+                idle += 1
+                continue
+            idle = 0
+            before = self._standing(results)
+            result = self._launch(trial, overrides, job_index, before[0])
+            job_index += 1
+            counts["launched"] += 1
+            trial.set_user_attr("job", job_index - 1)
+            trial.set_user_attr("key", key)
+            if result is None or result.status != "FINISHED":
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                stalled += 1
+                continue
+            rate = result.metrics["throughput_samples_per_s"]
+            trial.set_user_attr("rate", rate)
+            measured[key] = rate
+            results.append(result)
+            for step, value in enumerate(result.info.get("repeat_rates") or []):
+                trial.report(value, step)
+            if result.metrics.get("pruned"):
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                counts["pruned"] += 1
+            else:
+                study.tell(trial, rate)
+            stalled = 0 if self._changed(before, self._standing(results)) else stalled + 1
+        self._write_summary(sweep_dir, counts, reason, results)
+
+    def _launch(self, trial: Any, overrides: list[str], job_index: int, best: Optional[RunResult]
+                ) -> Optional[RunResult]:
+        job = list(overrides)
+        if self.prune and best is not None:
+            floor = best.metrics["throughput_samples_per_s"] * (1 - self.prune_margin)
+            job.append(f"bench.stop_below={floor:.1f}")
+        returned = self.launcher.launch([job], initial_job_idx=job_index)[0]
+        try:
+            value = returned.return_value
+        except Exception as error:  # the job raised (not a measured failure: those are results)
+            log.error("search: trial %d failed: %s", trial.number, error)
+            return None
+        return value if isinstance(value, RunResult) else None
+
+    def _standing(self, results: list[RunResult]) -> tuple[Optional[RunResult], Optional[RunResult]]:
+        """(the best run, the recommended run) over the trials that ran to the end."""
+        rec = recommend(_complete(results), self.tolerance)
+        return (rec.best, rec.result) if rec else (None, None)
+
+    def _changed(self, before: tuple, after: tuple) -> bool:
+        """Did the trial move the answer: a best higher by more than the noise, or a pick with another
+        num_workers?  (Two settings the measurements cannot tell apart trade places as they come:
+        that is not progress.)"""
+        (best_before, pick_before), (best_after, pick_after) = before, after
+        if best_before is None:
+            return best_after is not None
+        if pick_after.params.get(WORKERS) != pick_before.params.get(WORKERS):
+            return True
+        old, new = best_before.metrics["throughput_samples_per_s"], best_after.metrics["throughput_samples_per_s"]
+        noise = max(self.tolerance, best_before.metrics.get("throughput_iqr_rel", 0.0))
+        return new > old * (1 + noise)
+
+    def _local_probe(self, results: list[RunResult], space: Space, measured: dict[str, float]
+                     ) -> Optional[dict[str, Any]]:
+        """A neighbour of the pick not measured yet, or None: first its other values of each other
+        dimension at the same num_workers (the model may have left them out), then one worker fewer
+        (the grid's rule wants the fewest workers close to the best, where a model looks least)."""
+        _, pick = self._standing(results)
+        if pick is None:
+            return None
+        here = {key: pick.params.get(key) for key in space.dimensions}
+        for probe in [*self._neighbours(here, space), self._fewer_workers(here, space)]:
+            if probe is None:
+                continue
+            try:
+                if self._effective(space.fixed + [override_text(k, v) for k, v in probe.items()]) not in measured:
+                    return probe
+            except ConfigError:
+                continue
+        return None
+
+    @staticmethod
+    def _neighbours(here: dict[str, Any], space: Space) -> list[dict[str, Any]]:
+        found = []
+        for key, dimension in space.dimensions.items():
+            if key == WORKERS or isinstance(dimension, FloatDimension):
+                continue
+            if isinstance(dimension, IntDimension):
+                values = [v for v in (here[key] - dimension.step, here[key] + dimension.step) if v in dimension.values]
+            else:
+                values = [v for v in dimension.values if v != here[key]]
+            found += [{**here, key: value} for value in values]
+        return found
+
+    @staticmethod
+    def _fewer_workers(here: dict[str, Any], space: Space) -> Optional[dict[str, Any]]:
+        dimension = space.dimensions.get(WORKERS)
+        if not isinstance(dimension, IntDimension) or here.get(WORKERS) is None:
+            return None
+        fewer = here[WORKERS] - dimension.step
+        return {**here, WORKERS: fewer} if fewer >= dimension.low else None
+
+    def _seeds(self, space: Space) -> list[dict[str, Any]]:
+        """num_workers at 0, half and all of the usable CPUs (within the space): the curve's landmarks."""
+        dimension = space.dimensions.get(WORKERS)
+        if not isinstance(dimension, IntDimension):
+            return []
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        wanted = (cpus, max(cpus // 2, 1), dimension.low)
+        values = dimension.values
+        picks = dict.fromkeys(min(values, key=lambda v: abs(v - w)) for w in wanted)
+        return [{WORKERS: v} for v in picks]
+
+    def _sampler(self) -> Any:
+        import optuna
+
+        if self.sampler_name == "tpe":
+            # Few random start-up trials: the seeds already span the worker counts.
+            return optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5, multivariate=True)
+        if self.sampler_name == "gp":
+            return optuna.samplers.GPSampler(seed=self.seed, n_startup_trials=5)
+        if self.sampler_name == "random":
+            return optuna.samplers.RandomSampler(seed=self.seed)
+        raise SpaceError(f"hydra.sweeper.sampler={self.sampler_name}: valid samplers: tpe, gp, random")
+
+    def _write_summary(self, sweep_dir: Path, counts: dict[str, int], reason: str, results: list[RunResult]) -> None:
+        best, pick = self._standing(results)
+        summary = {**counts, "stopped": reason, "max_trials": self.max_trials,
+                   "best": best.params if best else None, "pick": pick.params if pick else None}
+        (sweep_dir / "search.json").write_text(json.dumps(summary, indent=2, default=str))
+        log.info("search: %d trials run (%d pruned), %d repeated and %d rejected suggestions told to the study "
+                 "without running; stopped: %s", counts["launched"], counts["pruned"], counts["repeated"],
+                 counts["rejected"], reason)
+
+
+def _complete(results: list[RunResult]) -> list[RunResult]:
+    return [r for r in results if r.status == "FINISHED" and not r.metrics.get("pruned")]
+
+
+def _distribution(dimension: Any) -> Any:
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    if isinstance(dimension, IntDimension):
+        return IntDistribution(dimension.low, dimension.high, step=dimension.step)
+    if isinstance(dimension, FloatDimension):
+        return FloatDistribution(dimension.low, dimension.high, log=dimension.log)
+    return CategoricalDistribution(list(dimension.choices))
