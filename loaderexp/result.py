@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import socket
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -62,6 +63,8 @@ def machine_facts() -> dict[str, Any]:
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
+        # Free-threaded builds (3.13t+) can run the thread backends' work in parallel.
+        "gil_enabled": sys._is_gil_enabled() if hasattr(sys, "_is_gil_enabled") else True,
     }
     try:
         import psutil

@@ -26,6 +26,13 @@ class MpContext(str, Enum):
     forkserver = "forkserver"
 
 
+class BackendKind(str, Enum):
+    dataloader = "dataloader"  # torch.utils.data.DataLoader, worker processes
+    nodes_thread = "nodes_thread"  # torchdata.nodes, a ParallelMapper on threads
+    nodes_process = "nodes_process"  # torchdata.nodes, a ParallelMapper on processes
+    spdl = "spdl"  # an SPDL pipeline (thread pool per stage)
+
+
 class DeviceType(str, Enum):
     auto = "auto"  # cuda when available, else cpu
     cpu = "cpu"
@@ -116,6 +123,12 @@ class StepConfig:
 
 
 @dataclass
+class BackendConfig:
+    name: BackendKind = BackendKind.dataloader
+    num_threads: Optional[int] = None  # spdl: the pipeline's thread pool (default: loader.num_workers)
+
+
+@dataclass
 class DistConfig:
     nproc_per_node: int = 1  # ranks loading at once, each with its own loader.num_workers (1: no extra process)
     start_method: MpContext = MpContext.spawn  # how the ranks start (torchrun: a fresh interpreter each)
@@ -139,6 +152,7 @@ class Config:
     bench: BenchConfig = field(default_factory=BenchConfig)
     step: StepConfig = field(default_factory=StepConfig)
     dist: DistConfig = field(default_factory=DistConfig)
+    backend: BackendConfig = field(default_factory=BackendConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     data_root: str = MISSING  # where generated data sets are written once and reused
     resume: bool = False  # skip configurations this sweep folder already measured successfully
@@ -153,3 +167,4 @@ def register_configs() -> None:
     cs.store(group="step", name="base_step", node=StepConfig)
     cs.store(group="tracking", name="base_tracking", node=TrackingConfig)
     cs.store(group="dist", name="base_dist", node=DistConfig)
+    cs.store(group="backend", name="base_backend", node=BackendConfig)

@@ -36,6 +36,7 @@ def validate(cfg: Mapping[str, Any], cuda_available: bool, cpus: int, targets: b
     warnings: list[str] = []
     _check_loader(cfg["loader"], problems, warnings, cpus, cfg["dist"]["nproc_per_node"])
     _check_dist(cfg, problems)
+    _check_backend(cfg, problems)
     _check_bench(cfg["bench"], problems)
     _check_step(cfg["step"], problems)
     _check_device(cfg, cuda_available, problems, warnings)
@@ -116,6 +117,35 @@ def _check_dist(cfg: Mapping[str, Any], problems: list[str]) -> None:
     elif ranks > 1 and cfg["sampler"].get("name") not in DIST_SAMPLERS:
         problems.append(f"sampler={cfg['sampler'].get('name')} with dist.nproc_per_node={ranks}: each rank loads "
                         f"through DistributedSampler; valid samplers: {', '.join(DIST_SAMPLERS)}")
+
+
+# The loader knobs each backend has besides the common ones; a knob set away from its default
+# under a backend without it is an error, never silently ignored.
+BACKEND_COMMON = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "in_order", "drop_last", "collate_fn")
+BACKEND_EXTRA = {"nodes_process": ("multiprocessing_context",)}
+LOADER_DEFAULTS = {"persistent_workers": False, "timeout": 0.0, "multiprocessing_context": None,
+                   "worker_init_fn": None}
+
+
+def _check_backend(cfg: Mapping[str, Any], problems: list[str]) -> None:
+    backend, loader = cfg["backend"], cfg["loader"]
+    name = backend["name"]
+    if backend.get("num_threads") is not None and name != "spdl":
+        problems.append(f"backend.num_threads={backend['num_threads']}: only backend=spdl has it (its thread pool)")
+    if name == "dataloader":
+        return
+    has = BACKEND_COMMON + BACKEND_EXTRA.get(name, ())
+    for knob, unset in LOADER_DEFAULTS.items():
+        if knob not in has and loader[knob] != unset:
+            problems.append(f"loader.{knob}={_show(loader[knob])}: backend={name} has no such knob; with it set: "
+                            f"{', '.join(has)}")
+    if loader["num_workers"] < 1:
+        problems.append(f"loader.num_workers={loader['num_workers']}: backend={name} loads on a pool of num_workers "
+                        "threads or processes; valid: >= 1")
+    if loader["batch_size"] is None:
+        problems.append(f"loader.batch_size=null: backend={name} maps whole batches of indices; give a batch_size")
+    if cfg["dist"]["nproc_per_node"] > 1:
+        problems.append(f"dist.nproc_per_node={cfg['dist']['nproc_per_node']}: ranks run backend=dataloader only")
 
 
 def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list[str], cpus: int,

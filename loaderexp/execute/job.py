@@ -16,9 +16,9 @@ from warnings import catch_warnings, filterwarnings
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset
+from torch.utils.data import IterableDataset, default_collate
 
-from loaderexp.config import check_targets
+from loaderexp.config import ConfigError, check_targets
 from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform, callable_at
 from loaderexp.measure.batches import batches_table
 from loaderexp.measure.delivery import DeliveryTracker, RecordingBatchSampler, instrumented
@@ -96,15 +96,26 @@ def planned_batches(budget: BudgetSpec, repeats: int, batches_per_epoch: Optiona
 
 
 def measured_loader(
-    dataset: Any, sampler_cfg: Mapping[str, Any], loader_cfg: Mapping[str, Any], sampler: Optional[Any] = None
-) -> tuple[torch.utils.data.DataLoader, Optional[RecordingBatchSampler]]:
-    """The configured DataLoader as loaderexp measures it: for a map-style dataset, the sampler's
-    indices recorded and, with workers, each batch tagged with its indices (the delivery check)."""
+    dataset: Any, sampler_cfg: Mapping[str, Any], loader_cfg: Mapping[str, Any], sampler: Optional[Any] = None,
+    backend: Optional[Mapping[str, Any]] = None,
+) -> tuple[Any, Optional[RecordingBatchSampler]]:
+    """The configured loader as loaderexp measures it: for a map-style dataset, the sampler's
+    indices recorded and, with workers, each batch tagged with its indices (the delivery check).
+    ``backend`` other than dataloader: the same batches through another stack (execute/backends.py)."""
+    other = backend is not None and backend["name"] != "dataloader"
     if isinstance(dataset, IterableDataset):
+        if other:
+            raise ConfigError([f"backend={backend['name']}: the dataset is an IterableDataset, which orders and "
+                               "batches itself; the backends map batches of indices: use backend=dataloader"])
         return build_loader(dataset, None, loader_cfg), None
     sampler = sampler if sampler is not None else build_sampler(sampler_cfg, dataset)
     sampler = sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset)
     recorder = RecordingBatchSampler(sampler, loader_cfg["batch_size"], loader_cfg["drop_last"])
+    if other:
+        from loaderexp.execute.backends import backend_loader
+
+        collate = callable_at(loader_cfg["collate_fn"]) or default_collate
+        return backend_loader(backend, dataset, recorder, loader_cfg, collate), recorder
     dataset, extra = instrumented(dataset, recorder, loader_cfg["num_workers"], callable_at(loader_cfg["collate_fn"]))
     loader = build_loader(dataset, extra.pop("sampler", None), loader_cfg, **extra)
     return loader, recorder
@@ -221,7 +232,8 @@ def measure(
     warnings: list[str] = []
     if iterable and cfg["sampler"].get("name") not in (None, "sequential"):
         warnings.append(f"sampler={cfg['sampler'].get('name')} ignored: an IterableDataset orders its own samples")
-    loader, recorder = measured_loader(dataset, cfg["sampler"], loader_cfg, sampler)
+    backend = cfg["backend"]
+    loader, recorder = measured_loader(dataset, cfg["sampler"], loader_cfg, sampler, backend)
     try:
         dataset_length: Optional[int] = len(dataset)  # type: ignore[arg-type]
     except TypeError:
@@ -237,6 +249,7 @@ def measure(
         drop_last=loader_cfg["drop_last"],
         in_order=loader_cfg["in_order"],
         num_workers=loader_cfg["num_workers"],
+        tagged=None if backend["name"] == "dataloader" else recorder is not None,  # the backends tag every batch
     )
     warnings += shm_preflight(dataset, iterable, loader_cfg)
     to_device = HostToDevice(device, cfg["device"]["non_blocking"])
@@ -266,7 +279,8 @@ def measure(
                 repeat_rates=[round(r.samples_per_s, 1) for r in repeats])
     if stopped == "pruned":
         metrics["pruned"] = 1.0
-    if loader_cfg["num_workers"] > 0:
+    info["backend"] = backend["name"]
+    if loader_cfg["num_workers"] > 0 and backend["name"] in ("dataloader", "nodes_process"):
         info["worker_start_method"] = loader_cfg["multiprocessing_context"] or multiprocessing.get_start_method()
     metrics.update(resources.gpu_metrics())
     if resources.gpu_note:

@@ -275,10 +275,11 @@ class DeliveryTracker:
         drop_last: bool,
         in_order: bool,
         num_workers: int,
+        tagged: Optional[bool] = None,  # batches carry their indices (default: with worker processes)
     ):
         self.recorder = recorder
         self.indexed = recorder is not None  # each index is known, not only the count
-        self.tagged = self.indexed and tags_batches(num_workers)
+        self.tagged = self.indexed and (tags_batches(num_workers) if tagged is None else tagged)
         self.dataset_length = dataset_length
         self.promise = promise_of(recorder.sampler, dataset_length or 0) if recorder is not None else None
         self.batch_size = batch_size

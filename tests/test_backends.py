@@ -1,0 +1,86 @@
+"""Loader backends: DataLoader, torchdata.nodes on threads and on processes, SPDL; the same data,
+the same loop, the same delivery check; knobs a backend lacks are errors; a failure is the run's."""
+
+from __future__ import annotations
+
+import pytest
+
+from loaderexp.config import ConfigError, to_plain, validate
+from tests.conftest import REPO
+from tests.test_datasets import SMALL, run_small
+
+BACKENDS = ["dataloader", "nodes_thread", "nodes_process", "spdl"]
+
+
+def _validate(compose_cfg, overrides):
+    plain = to_plain(compose_cfg(overrides))
+    plain.pop("hydra", None)
+    return validate(plain, False, 2, targets=False)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["backend=nodes_thread", "loader.persistent_workers=true", "loader.num_workers=2"],
+     "loader.persistent_workers=true: backend=nodes_thread has no such knob; with it set: batch_size, num_workers"),
+    (["backend=spdl", "loader.num_workers=0"], "loader.num_workers=0: backend=spdl loads on a pool of num_workers"),
+    (["backend=nodes_thread", "loader.num_workers=2", "loader.multiprocessing_context=spawn"],
+     "loader.multiprocessing_context=spawn: backend=nodes_thread has no such knob"),
+    (["backend=nodes_thread", "loader.num_workers=2", "backend.num_threads=4"],
+     "backend.num_threads=4: only backend=spdl has it"),
+    (["backend=spdl", "loader.num_workers=2", "loader.worker_init_fn=os.getpid"],
+     "loader.worker_init_fn=os.getpid: backend=spdl has no such knob"),
+])
+def test_a_knob_the_backend_lacks_is_an_error(compose_cfg, overrides, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        _validate(compose_cfg, overrides)
+
+
+def test_the_knobs_a_backend_has_pass(compose_cfg):
+    assert _validate(compose_cfg, ["backend=nodes_process", "loader.num_workers=2",
+                                   "loader.multiprocessing_context=spawn"]) == []
+    assert _validate(compose_cfg, ["backend=spdl", "loader.num_workers=2", "backend.num_threads=4",
+                                   "loader.in_order=false", "loader.prefetch_factor=4"]) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", ["cifar10", "imagefolder", "synthetic"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_backend_loads_every_dataset_with_delivery_ok(compose_cfg, tmp_path, backend, dataset):
+    pytest.importorskip({"nodes_thread": "torchdata.nodes", "nodes_process": "torchdata.nodes",
+                         "spdl": "spdl.pipeline"}.get(backend, "torch"))
+    result = run_small(compose_cfg, tmp_path, [f"dataset={dataset}", f"backend={backend}", "loader.num_workers=2",
+                                               "sampler=random", *SMALL[dataset]])
+    assert result.status == "FINISHED", result.error
+    assert result.info["backend"] == backend
+    assert result.info["delivery_ok"] is True, result.info["delivery_problems"]
+    assert result.metrics["throughput_samples_per_s"] > 0 and result.metrics["pss_peak_mb"] > 0
+    if backend == "nodes_thread" or backend == "spdl":
+        assert "worker_start_method" not in result.info  # threads: no processes to start
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["nodes_thread", "spdl"])
+def test_a_transform_that_raises_in_a_thread_fails_the_run_with_its_cause(compose_cfg, tmp_path, backend):
+    pytest.importorskip("torchdata.nodes" if backend.startswith("nodes") else "spdl.pipeline")
+    result = run_small(compose_cfg, tmp_path, ["dataset=synthetic", f"backend={backend}", "loader.num_workers=2",
+                                               *SMALL["synthetic"], "dataset._target_=tests.faulty.Raising",
+                                               f"+dataset.python_path={REPO}"])
+    assert result.status == "FAILED"
+    assert "broken sample 5" in result.error, result.error
+
+
+@pytest.mark.slow
+def test_an_iterable_dataset_needs_the_dataloader(compose_cfg, tmp_path):
+    pytest.importorskip("torchdata.nodes")
+    result = run_small(compose_cfg, tmp_path, ["dataset=stream", "backend=nodes_thread", "loader.num_workers=2",
+                                               *SMALL["stream"]])
+    assert result.status == "FAILED"
+    assert "backend=nodes_thread: the dataset is an IterableDataset" in result.error
+
+
+def test_host_facts_say_whether_the_gil_is_on():
+    import sys
+
+    from loaderexp.result import machine_facts
+
+    expected = sys._is_gil_enabled() if hasattr(sys, "_is_gil_enabled") else True
+    assert machine_facts()["gil_enabled"] is expected
