@@ -84,3 +84,12 @@ def test_host_facts_say_whether_the_gil_is_on():
 
     expected = sys._is_gil_enabled() if hasattr(sys, "_is_gil_enabled") else True
     assert machine_facts()["gil_enabled"] is expected
+
+
+def test_a_backend_whose_package_is_missing_says_how_to_install_it(compose_cfg, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "spdl" else real(name, *a))
+    with pytest.raises(ConfigError, match=r'backend=spdl needs spdl, which is not installed: pip install -e "\.\[backends\]"'):
+        _validate(compose_cfg, ["backend=spdl", "loader.num_workers=2"])

@@ -9,6 +9,7 @@ that the result records.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 from typing import Any, Mapping, Optional
 
@@ -134,6 +135,9 @@ def _check_backend(cfg: Mapping[str, Any], problems: list[str]) -> None:
         problems.append(f"backend.num_threads={backend['num_threads']}: only backend=spdl has it (its thread pool)")
     if name == "dataloader":
         return
+    package = "spdl" if name == "spdl" else "torchdata"
+    if importlib.util.find_spec(package) is None:
+        problems.append(f"backend={name} needs {package}, which is not installed: pip install -e \".[backends]\"")
     has = BACKEND_COMMON + BACKEND_EXTRA.get(name, ())
     for knob, unset in LOADER_DEFAULTS.items():
         if knob not in has and loader[knob] != unset:
