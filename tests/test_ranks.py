@@ -102,7 +102,8 @@ def test_a_failing_rank_fails_the_run_with_its_cause_and_takes_its_siblings_down
 
     assert re.search(expected, result.error), result.error
     left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()
-            and p.status() != psutil.STATUS_ZOMBIE and "forkserver" not in " ".join(p.cmdline())]
+            and p.status() != psutil.STATUS_ZOMBIE
+            and not any(kept in " ".join(p.cmdline()) for kept in ("forkserver", "resource_tracker"))]
     assert left == [], [p.cmdline() for p in left]
 
 
@@ -143,3 +144,20 @@ def test_a_sweep_over_rank_counts_reports_per_rank_in_mlflow(tmp_path, data_root
     assert metrics["ranks"] == 2 and metrics["rank1.throughput_samples_per_s"] > 0
     assert metrics["throughput_samples_per_s"] == pytest.approx(
         metrics["rank0.throughput_samples_per_s"] + metrics["rank1.throughput_samples_per_s"])
+
+
+def test_the_cause_is_the_rank_that_failed_of_its_own_not_the_one_that_lost_its_peer():
+    from types import SimpleNamespace
+
+    from loaderexp.execute.ranks import _failure_text
+
+    lost = SimpleNamespace(message={"message": "RuntimeError: [gloo/transport/tcp/pair.cc:561] Connection closed by "
+                                               "peer [127.0.0.1]:51874. This is typically caused by a remote worker "
+                                               "crashing."}, exitcode=1, pid=10, timestamp=100)
+    cause = SimpleNamespace(message={"message": "ValueError: rank 1 cannot read its samples"}, exitcode=1, pid=11,
+                            timestamp=100)
+    text = _failure_text(SimpleNamespace(failures={0: lost, 1: cause}))
+    assert text == "rank 1 (pid 11) failed: ValueError: rank 1 cannot read its samples"
+    killed = SimpleNamespace(message="", exitcode=-9, pid=12, timestamp=101)
+    assert _failure_text(SimpleNamespace(failures={0: lost, 1: killed})).startswith("rank 1 (pid 12) failed: killed "
+                                                                                    "by signal 9")

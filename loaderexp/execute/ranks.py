@@ -21,6 +21,7 @@ import logging
 import math
 import multiprocessing
 import os
+import signal
 import statistics
 import threading
 import time
@@ -88,37 +89,37 @@ def rank_main(cfg: dict[str, Any], progress: Any, cores: Optional[list[int]]) ->
     # torchrun's ranks are fresh interpreters whose workers start the platform's default way; a rank
     # started by multiprocessing would otherwise pass its own start method (spawn) on to its workers.
     multiprocessing.set_start_method(multiprocessing.get_all_start_methods()[0], force=True)
+    # On an error the group is left open, not destroyed: closing it would fail the other ranks first
+    # ("connection closed by peer") and could make them look like the cause; the launcher stops them.
     dist.init_process_group("gloo")
-    try:
-        cfg = {**cfg, "device": {**cfg["device"], "type": _rank_device(cfg["device"]["type"], local_rank)}}
-        dataset = configured_dataset(cfg)
-        sampler = rank_sampler(dataset, cfg["sampler"], world, rank, cfg["bench"]["seed"])
-        share = list(sampler)  # epoch 0's indices: the launcher checks that the shares cover the data
-        count = [0]
+    cfg = {**cfg, "device": {**cfg["device"], "type": _rank_device(cfg["device"]["type"], local_rank)}}
+    dataset = configured_dataset(cfg)
+    sampler = rank_sampler(dataset, cfg["sampler"], world, rank, cfg["bench"]["seed"])
+    share = list(sampler)  # epoch 0's indices: the launcher checks that the shares cover the data
+    count = [0]
 
-        def heartbeat(done: int, total: Optional[int]) -> None:
-            count[0] = done
-            progress.put((rank, done, total))
+    def heartbeat(done: int, total: Optional[int]) -> None:
+        count[0] = done
+        progress.put((rank, done, total))
 
-        def linger(loader: Any) -> None:
-            """Load on, unmeasured, until every rank has measured: no rank measures with fewer loading."""
-            everyone = dist.barrier(async_op=True)
-            while not everyone.is_completed():
-                for seen, _ in enumerate(loader, 1):
-                    if seen % LINGER_REPORT_EVERY == 0:
-                        count[0] += LINGER_REPORT_EVERY
-                        progress.put((rank, count[0], None))
-                        if everyone.is_completed():
-                            break
-            everyone.wait()
+    def linger(loader: Any) -> None:
+        """Load on, unmeasured, until every rank has measured: no rank measures with fewer loading."""
+        everyone = dist.barrier(async_op=True)
+        while not everyone.is_completed():
+            for seen, _ in enumerate(loader, 1):
+                if seen % LINGER_REPORT_EVERY == 0:
+                    count[0] += LINGER_REPORT_EVERY
+                    progress.put((rank, count[0], None))
+                    if everyone.is_completed():
+                        break
+        everyone.wait()
 
-        dist.barrier()  # every rank built its dataset: start loading together
-        with quiet_torch_warnings():
-            measured = measure(cfg, heartbeat, dataset, sampler=sampler, after_windows=linger)
-        return {"metrics": measured.metrics, "info": measured.info, "warnings": measured.warnings,
-                "batches_csv": measured.batches_csv, "share": share, "cores": cores, "pid": os.getpid()}
-    finally:
-        dist.destroy_process_group()
+    dist.barrier()  # every rank built its dataset: start loading together
+    with quiet_torch_warnings():
+        measured = measure(cfg, heartbeat, dataset, sampler=sampler, after_windows=linger)
+    dist.destroy_process_group()
+    return {"metrics": measured.metrics, "info": measured.info, "warnings": measured.warnings,
+            "batches_csv": measured.batches_csv, "share": share, "cores": cores, "pid": os.getpid()}
 
 
 def measure_ranks(cfg: Mapping[str, Any], on_batch: Optional[Callable[[int, Optional[int]], None]] = None
@@ -177,9 +178,24 @@ def _forward(progress: Any, ranks: int, on_batch: Optional[Callable], stop: thre
             on_batch(reported, total)
 
 
+# What a rank reports when another one died first: the consequence, not the cause.
+CONSEQUENCES = ("Connection closed by peer", "remote worker crashing", "Connection reset by peer", "Broken pipe")
+
+
+def _is_consequence(failure: Any) -> bool:
+    text = str(failure.message)
+    if any(words in text for words in CONSEQUENCES):
+        return True
+    recorded = isinstance(failure.message, dict)  # the rank's own exception, written before it was stopped
+    return failure.exitcode == -signal.SIGTERM and not recorded
+
+
 def _failure_text(error: Any) -> str:
-    """The first failed rank and why: its exception, or the signal or exit code that ended it."""
-    rank, failure = min(error.failures.items(), key=lambda item: item[1].timestamp)
+    """The rank that failed first and why: its exception, or the signal or exit code that ended it.
+    Timestamps are whole seconds, so a rank that only lost its peer (gloo's "connection closed",
+    or the launcher's SIGTERM) never counts as the cause when another failed of its own."""
+    rank, failure = min(error.failures.items(),
+                        key=lambda item: (_is_consequence(item[1]), item[1].timestamp, item[0]))
     message = failure.message
     if isinstance(message, dict):  # the rank's exception, recorded by @record
         message = message.get("message", str(message))
