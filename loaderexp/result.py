@@ -60,7 +60,7 @@ def machine_facts() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpus_usable": usable_cpus(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         # Free-threaded builds (3.13t+) can run the thread backends' work in parallel.
@@ -77,6 +77,11 @@ def machine_facts() -> dict[str, Any]:
 
         facts["shm_gb"] = round(shutil.disk_usage("/dev/shm").total / 2**30, 1)
     return facts
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a scheduler's cgroup or taskset), not the machine's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def host_facts() -> dict[str, Any]:

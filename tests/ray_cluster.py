@@ -6,20 +6,15 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from tests.mlflow_server import free_port
+
 HOST_RESOURCE = '{"loaderexp_host": 1}'
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ray_cli() -> list[str]:
@@ -30,7 +25,7 @@ def ray_cli() -> list[str]:
 @contextmanager
 def two_node_cluster() -> Iterator[dict[str, str]]:
     """Yields the environment a sweep needs to reach the cluster (address and auth token)."""
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     # Ray 2.60 turns on token authentication; a throwaway token keeps the test's cluster its own.
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
     node = ["--num-cpus=1", f"--resources={HOST_RESOURCE}", "--disable-usage-stats"]

@@ -28,8 +28,6 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 
 from loaderexp.measure.delivery import IndexedCollate, IndexedDataset, RecordingBatchSampler
 
-BACKENDS = ("dataloader", "nodes_thread", "nodes_process", "spdl")
-
 
 class BatchFetch:
     """indices -> (tag, batch): one call fetches and collates a whole batch (picklable: a process

@@ -56,7 +56,8 @@ def _table(items: Sequence[tuple[Path, RunResult]]) -> str:
     results = [r for _, r in items]
     axes = varying_params(results) or ["loader.num_workers"]
     # Speed-up against the baseline with as many ranks: the rank count is the machine's, not a knob.
-    base_rates = {count: _rate(baseline([r for r in results if _ranks(r) == count])) for count in map(_ranks, results)}
+    ranks = sorted(set(map(_ranks, results)))
+    base_rates = {count: _rate(baseline([r for r in results if _ranks(r) == count])) for count in ranks}
     stepped = any(r.info.get("bound", "").endswith("-bound") for r in results)  # a training step ran
     ranked = any(r.metrics.get("ranks", 1) > 1 for r in results)  # several ranks loaded at once
     header = [*(short_key(a) for a in axes), "status", "samples/s", *(["slowest"] if ranked else []), "±IQR%", "MB/s",
@@ -104,8 +105,7 @@ def _table(items: Sequence[tuple[Path, RunResult]]) -> str:
     failed = [(f, r) for f, r in items if r.status != "FINISHED"]
     for folder, r in failed:
         notes.append(f"{folder.name}: {r.status}: {(r.error or '').splitlines()[0] if r.error else ''}")
-    ranks = sorted(set(map(_ranks, results)))
-    if any(r.metrics.get("ranks", 1) > 1 for r in results):
+    if ranked:
         notes.append("slowest: the slowest rank's samples/s (a synchronous step waits for it); samples/s is all "
                      "ranks together")
     # The ranks per node are the machine's (its GPUs), not a knob: one recommendation per count.

@@ -21,6 +21,8 @@ from typing import Any, Optional, Sequence, Union
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 
+from loaderexp.result import param_text
+
 INT_RANGE = re.compile(r"^(?P<key>[^=]+)=int\(\s*(?P<low>-?\d+)\s*,\s*(?P<high>-?\d+)\s*\)$")
 
 
@@ -66,6 +68,10 @@ class Space:
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(self.dimensions)
+
+    def overrides(self, values: dict[str, Any]) -> list[str]:
+        """One trial's overrides: the fixed ones, then ``key=value`` as Hydra's grammar writes it."""
+        return self.fixed + [f"{key}={param_text(value)}" for key, value in values.items()]
 
     def size(self) -> Optional[int]:
         """Points in the space, when it is discrete."""
@@ -166,12 +172,3 @@ def checked_space(arguments: Sequence[str], config: Any) -> Space:
             raise SpaceError(f"{key} is searched but {WORKERS} can only be 0: without workers it does nothing "
                              f"(DataLoader refuses it); search {WORKERS} too, e.g. 'int(1,16)'")
     return space
-
-
-def override_text(key: str, value: Any) -> str:
-    """``key=value`` as Hydra's override grammar writes the value (true, null)."""
-    if isinstance(value, bool):
-        value = str(value).lower()
-    elif value is None:
-        value = "null"
-    return f"{key}={value}"

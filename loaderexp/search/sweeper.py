@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -38,19 +37,18 @@ from omegaconf import DictConfig, open_dict
 
 from loaderexp.config import ConfigError, to_plain, validate, without_inapplicable
 from loaderexp.report import recommend
-from loaderexp.result import RunResult
+from loaderexp.result import RunResult, usable_cpus
 from loaderexp.search.space import (
+    WORKERS,
     FloatDimension,
     IntDimension,
     Space,
     SpaceError,
     checked_space,
-    override_text,
 )
 
 log = logging.getLogger("loaderexp")
 STUDY_FILE = "search.db"
-WORKERS = "loader.num_workers"
 MAX_IDLE_ASKS = 200  # suggestions in a row that launch nothing (rejected or repeated): the space is spent
 
 
@@ -84,8 +82,7 @@ class Search:
         with open_dict(cfg):
             del cfg["hydra"]  # a job's own fields (hydra.job.num) are not set until it is launched
         plain = to_plain(cfg)
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        validate(plain, cuda_available=True, cpus=cpus, targets=False)  # CUDA: the job knows and says
+        validate(plain, cuda_available=True, cpus=usable_cpus(), targets=False)  # CUDA: the job knows and says
         plain["loader"], _ = without_inapplicable(plain["loader"])
         plain.get("bench", {}).pop("stop_below", None)
         return json.dumps(plain, sort_keys=True, default=str)
@@ -130,7 +127,7 @@ class Search:
                 reason = "the space is exhausted"
                 break
             trial = study.ask(distributions)
-            overrides = space.fixed + [override_text(k, v) for k, v in trial.params.items()]
+            overrides = space.overrides(trial.params)
             try:
                 key = self._effective(overrides)
             except ConfigError as error:
@@ -214,7 +211,7 @@ class Search:
             if probe is None:
                 continue
             try:
-                if self._effective(space.fixed + [override_text(k, v) for k, v in probe.items()]) not in measured:
+                if self._effective(space.overrides(probe)) not in measured:
                     return probe
             except ConfigError:
                 continue
@@ -246,7 +243,7 @@ class Search:
         dimension = space.dimensions.get(WORKERS)
         if not isinstance(dimension, IntDimension):
             return []
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cpus = usable_cpus()
         wanted = (cpus, max(cpus // 2, 1), dimension.low)
         values = dimension.values
         picks = dict.fromkeys(min(values, key=lambda v: abs(v - w)) for w in wanted)
