@@ -93,3 +93,42 @@ def test_a_backend_whose_package_is_missing_says_how_to_install_it(compose_cfg, 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "spdl" else real(name, *a))
     with pytest.raises(ConfigError, match=r'backend=spdl needs spdl, which is not installed: pip install -e "\.\[backends\]"'):
         _validate(compose_cfg, ["backend=spdl", "loader.num_workers=2"])
+
+
+class _CountsChildrenAtFirstDraw:
+    """A batch sampler that notes how many child processes exist when its first batch is drawn."""
+
+    def __init__(self, size: int, batch: int):
+        self.batches = [list(range(i, min(i + batch, size))) for i in range(0, size, batch)]
+        self.children_at_first_draw = None
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self):
+        import multiprocessing
+
+        self.children_at_first_draw = len(multiprocessing.active_children())
+        yield from self.batches
+
+
+def test_nodes_process_draws_no_batch_before_its_workers_have_started():
+    """torchdata starts its reader thread before it forks the workers; a fork landing inside the
+    sampler's first torch call hangs the worker (glibc's atexit lock), so the sampler is held."""
+    pytest.importorskip("torchdata.nodes")
+    import multiprocessing
+
+    import torch
+    from torch.utils.data import TensorDataset
+    from torch.utils.data._utils.collate import default_collate
+
+    from loaderexp.execute.backends import BatchFetch
+    from loaderexp.execute.nodes import NodesLoader
+
+    sampler = _CountsChildrenAtFirstDraw(64, 8)
+    before = len(multiprocessing.active_children())
+    loader = {"num_workers": 2, "in_order": True, "multiprocessing_context": "fork", "prefetch_factor": 2}
+    nodes = NodesLoader(sampler, BatchFetch(TensorDataset(torch.arange(64)), default_collate), loader, "process", False)
+    batches = list(nodes)
+    assert len(batches) == 8
+    assert sampler.children_at_first_draw == before + 2

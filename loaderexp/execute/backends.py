@@ -19,7 +19,7 @@ reaches a fraction of DataLoader's rate: the GIL and per-item overhead):
 
 A new pipeline is built each epoch, as a DataLoader without persistent workers starts its workers
 each epoch.  torchdata and spdl are imported only when their backend runs (``pip install -e
-".[backends]"``).
+".[backends]"``); the torchdata.nodes pipeline is in execute/nodes.py.
 """
 
 from __future__ import annotations
@@ -46,47 +46,6 @@ def _pin(item: tuple[bytes, Any]) -> tuple[bytes, Any]:
 
     tag, batch = item
     return tag, pin_memory(batch)
-
-
-class NodesLoader:
-    """torchdata.nodes, rebuilt each epoch; ``len`` is the batch sampler's."""
-
-    def __init__(self, recorder: RecordingBatchSampler, fetch: BatchFetch, loader: Mapping[str, Any], method: str,
-                 pin: bool):
-        self.recorder, self.fetch, self.loader, self.method, self.pin = recorder, fetch, loader, method, pin
-
-    def __len__(self) -> int:
-        return len(self.recorder)
-
-    def __iter__(self) -> Iterator[Any]:
-        import torchdata.nodes as tn
-
-        node: Any = tn.SamplerWrapper(self.recorder)
-        node = tn.ParallelMapper(node, self.fetch, num_workers=self.loader["num_workers"],
-                                 in_order=self.loader["in_order"], method=self.method,
-                                 multiprocessing_context=self.loader.get("multiprocessing_context"))
-        if self.pin:
-            node = tn.PinMemory(node)
-        node = tn.Prefetcher(node, prefetch_factor=self.loader["prefetch_factor"] or 2)
-        try:
-            yield from tn.Loader(node)
-        finally:  # the epoch ended or the loop left it: stop the threads and processes now, not at GC
-            _shut_down(node)
-
-
-def _shut_down(node: Any) -> None:
-    """Stop a torchdata.nodes graph's threads and processes: each node's live iterator has
-    ``_shutdown`` (torchdata otherwise leaves it to ``__del__``, which a reference cycle delays)."""
-    seen = set()
-    while node is not None and id(node) not in seen:
-        seen.add(id(node))
-        it = getattr(node, "_it", None)
-        while it is not None and id(it) not in seen:
-            seen.add(id(it))
-            if hasattr(it, "_shutdown"):
-                it._shutdown()
-            it = getattr(it, "_it", None)
-        node = getattr(node, "source", None)
 
 
 class SpdlLoader:
@@ -145,4 +104,6 @@ def backend_loader(backend: Mapping[str, Any], dataset: Any, recorder: Recording
     fetch = BatchFetch(dataset, collate)
     if backend["name"] == "spdl":
         return SpdlLoader(recorder, fetch, loader, backend.get("num_threads"), pin)
+    from loaderexp.execute.nodes import NodesLoader
+
     return NodesLoader(recorder, fetch, loader, "process" if backend["name"] == "nodes_process" else "thread", pin)
