@@ -20,7 +20,6 @@ log = logging.getLogger("loaderexp")
 
 # Host-wide, shared by every user (a lab machine has several): /tmp, or where the env says.
 DEFAULT_LOCK_PATH = "/tmp/loaderexp-host.lock"
-POLL_S = 0.2
 
 
 def lock_path() -> str:
@@ -57,17 +56,12 @@ def exclusive_host(label: str, shared_ok: bool, facts: dict[str, Any]) -> Iterat
     fd = _open_shared(path)
     try:
         waited_from = time.monotonic()
-        said = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if not said:
-                    holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-                    log.info("%s: waiting for the host: %s is measuring on it (%s)", label, holder, path)
-                    said = True
-                time.sleep(POLL_S)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # say who holds it, then wait (a signal still interrupts the wait)
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            log.info("%s: waiting for the host: %s is measuring on it (%s)", label, holder, path)
+            fcntl.flock(fd, fcntl.LOCK_EX)
         facts["waited_for_host_s"] = round(time.monotonic() - waited_from, 3)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"loaderexp {label} (pid {os.getpid()})".encode(), 0)

@@ -182,7 +182,7 @@ class Search:
 
     def _standing(self, results: list[RunResult]) -> tuple[Optional[RunResult], Optional[RunResult]]:
         """(the best run, the recommended run) over the trials that ran to the end."""
-        rec = recommend(_complete(results), self.tolerance)
+        rec = recommend(results, self.tolerance)  # it leaves out pruned and failed trials itself
         return (rec.best, rec.result) if rec else (None, None)
 
     def _changed(self, before: tuple, after: tuple) -> bool:
@@ -269,10 +269,6 @@ class Search:
         log.info("search: %d trials run (%d pruned), %d repeated and %d rejected suggestions told to the study "
                  "without running; stopped: %s", counts["launched"], counts["pruned"], counts["repeated"],
                  counts["rejected"], reason)
-
-
-def _complete(results: list[RunResult]) -> list[RunResult]:
-    return [r for r in results if r.status == "FINISHED" and not r.metrics.get("pruned")]
 
 
 def _distribution(dimension: Any) -> Any:
