@@ -24,11 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loaderexp.report import load_results, recommend  # noqa: E402
-from loaderexp.result import RunResult  # noqa: E402
+from benchmarks.common import REPO, sweep  # noqa: E402
+from loaderexp.report import recommend  # noqa: E402
+from loaderexp.result import NUM_WORKERS, RunResult  # noqa: E402
+from loaderexp.result import metrics as M  # noqa: E402
 
 NAIVE = r"""
 import json, sys, time
@@ -60,19 +61,15 @@ def run_naive(data_root: Path, workers: list[int]) -> tuple[float, dict[int, flo
 
 
 def run_sweep(data_root: Path, workers: list[int], folder: Path) -> tuple[float, list[RunResult]]:
-    env = {**os.environ, "LOADEREXP_DATA_ROOT": str(data_root)}
-    args = [sys.executable, "-m", "loaderexp", "-m", f"loader.num_workers={','.join(map(str, workers))}",
-            f"tracking.uri=sqlite:///{folder / 'mlflow.db'}", f"hydra.sweep.dir={folder / 'sweep'}"]
-    start = time.perf_counter()
-    subprocess.run(args, cwd=folder, env=env, capture_output=True, text=True, check=True)
-    elapsed = time.perf_counter() - start
-    return elapsed, [r for _, r in load_results(folder / "sweep")]
+    done = sweep([f"loader.num_workers={','.join(map(str, workers))}"], folder / "sweep",
+                 env={"LOADEREXP_DATA_ROOT": str(data_root)})
+    return done.seconds, done.results
 
 
 def naive_pick(rates: dict[int, float]) -> int:
-    results = [RunResult("FINISHED", {"loader.num_workers": w}, {"throughput_samples_per_s": r},
-                         info={"delivery_ok": True}) for w, r in rates.items()]
-    return recommend(results).result.params["loader.num_workers"]
+    results = [RunResult("FINISHED", {NUM_WORKERS: w}, {M.THROUGHPUT: r}, info={"delivery_ok": True})
+               for w, r in rates.items()]
+    return recommend(results).result.workers
 
 
 def main() -> None:
@@ -95,18 +92,18 @@ def main() -> None:
                 else:
                     naive_s, rates = run_naive(data_root, args.workers)
         rec = recommend(results)
-        sweep_pick = rec.result.params["loader.num_workers"]
+        sweep_pick = rec.result.workers
         pick = naive_pick(rates)
         ratios.append(sweep_s / naive_s)
         same.append(sweep_pick == pick)
-        ordered = sorted(results, key=lambda r: r.params["loader.num_workers"])
+        ordered = sorted(results, key=lambda r: r.workers)
         print(f"round {round_index + 1}: sweep {sweep_s:.1f} s, naive whole-epoch loop {naive_s:.1f} s: "
               f"{100 * sweep_s / naive_s:.0f}% of its time")
         print("   workers  sweep samples/s  ±IQR%  repeats  batches  rounds   naive samples/s")
         for r in ordered:
-            w, m = r.params["loader.num_workers"], r.metrics
-            print(f"   {w:7d}  {m['throughput_samples_per_s']:15,.0f}  {100 * m['throughput_iqr_rel']:5.1f}  "
-                  f"{m['repeats']:7.0f}  {m['measured_batches']:7.0f}  {m.get('measured_rounds', float('nan')):6.0f}"
+            w, m = r.workers, r.metrics
+            print(f"   {w:7d}  {m[M.THROUGHPUT]:15,.0f}  {100 * m[M.THROUGHPUT_IQR]:5.1f}  "
+                  f"{m[M.REPEATS]:7.0f}  {m[M.BATCHES]:7.0f}  {m.get(M.ROUNDS, float('nan')):6.0f}"
                   f"   {rates[w]:15,.0f}")
         print(f"   recommended num_workers: sweep {sweep_pick}, naive loop {pick} (the fastest epoch: "
               f"{max(rates, key=rates.get)})\n")

@@ -103,15 +103,16 @@ def link_ceiling_gbps() -> tuple[float, str]:
 
 
 def sweep_row(workers: int, pin: bool, prefetch: bool) -> dict:
-    from loaderexp.config import compose, resolve_auto_transform, to_plain
+    from loaderexp.config import compose, to_spec
     from loaderexp.execute.job import measure_job
+    from loaderexp.result.figures import figures
 
-    cfg = resolve_auto_transform(to_plain(compose([
+    cfg = to_spec(compose([
         "dataset=synthetic", "dataset.shape=[3,128,128]", "dataset.num_samples=4096", "device=cuda", "step=matmul",
         "step.size=4096", "step.repeat=4", "tracking=none", f"loader.num_workers={workers}",
         f"loader.pin_memory={str(pin).lower()}", f"device.prefetch={str(prefetch).lower()}", "loader.batch_size=128",
-    ])))
-    m = measure_job(cfg)
+    ]))
+    m = figures(measure_job(cfg))
     print(f"   {workers:>7} {str(pin).lower():>5} {str(prefetch).lower():>8} {m.metrics['throughput_samples_per_s']:>10,.0f} "
           f"{m.metrics.get('h2d_gbps', float('nan')):>9.2f} {m.metrics.get('h2d_ms_per_batch', float('nan')):>12.3f} "
           f"{m.metrics.get('step_ms_mean', float('nan')):>8.2f} {m.metrics['pinned_fraction']:>6.2f} "

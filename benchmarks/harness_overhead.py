@@ -38,20 +38,22 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loaderexp.config import compose, resolve_auto_transform, to_plain  # noqa: E402
+from benchmarks.common import REPO, sweep  # noqa: E402
+from loaderexp.config import Config, compose, to_spec  # noqa: E402
 from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform  # noqa: E402
 from loaderexp.execute.holder import heartbeat  # noqa: E402
 from loaderexp.execute.job import measure_job, measured_loader, seed_everything  # noqa: E402
-from loaderexp.measure.stats import spread  # noqa: E402
+from loaderexp.measure.records import spread  # noqa: E402
 from loaderexp.report import recommend  # noqa: E402
-from loaderexp.result import RunResult  # noqa: E402
+from loaderexp.result import NUM_WORKERS, RunResult  # noqa: E402
+from loaderexp.result import metrics as M  # noqa: E402
+from loaderexp.result.figures import figures  # noqa: E402
 
 
-def plain_config(overrides: list[str]) -> dict:
-    return resolve_auto_transform(to_plain(compose(overrides)))
+def spec_of(overrides: list[str]) -> Config:
+    return to_spec(compose(overrides))
 
 
 class Clocks:
@@ -166,17 +168,17 @@ def cost_rounds(rounds: int, batches: int, workers: int, batch_size: int) -> dic
     lockstep (the slower one's wait absorbing the difference), so loops run whole, in rounds,
     alternating their order.
     """
-    cfg = plain_config(["dataset=synthetic", "tracking=none", f"loader.num_workers={workers}",
-                        f"loader.batch_size={batch_size}", "bench.warmup_batches=10", f"bench.batches={batches}",
-                        "bench.repeats=1"])
-    dataset = build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
-    seed, warmup = cfg["bench"]["seed"], cfg["bench"]["warmup_batches"]  # bare loops skip as many as loaderexp
+    cfg = spec_of(["dataset=synthetic", "tracking=none", f"loader.num_workers={workers}",
+                   f"loader.batch_size={batch_size}", "bench.warmup_batches=10", f"bench.batches={batches}",
+                   "bench.repeats=1"])
+    dataset = build_dataset(cfg.dataset, build_transform(cfg.transform))
+    seed, warmup = cfg.bench.seed, cfg.bench.warmup_batches  # bare loops skip as many as loaderexp
 
     def plain() -> Any:
-        return build_loader(dataset, build_sampler(cfg["sampler"], dataset), cfg["loader"])
+        return build_loader(dataset, build_sampler(cfg.sampler, dataset), cfg.loader)
 
     def instrumented() -> Any:
-        return measured_loader(dataset, cfg["sampler"], cfg["loader"])[0]
+        return measured_loader(cfg, dataset)[0]
 
     def measure(on_batch: Callable[[int], None], loader: Callable[[], Any] | None) -> None:
         """One loop with ``on_batch`` after each measured batch: loaderexp's, or a bare one over ``loader()``.
@@ -243,15 +245,10 @@ def harness_cost(processes: int, rounds: int, batches: int, workers: int, batch_
 def sweep_wall(jobs: int, store: str, folder: Path) -> tuple[float, list[RunResult]]:
     """Wall time of a real multirun of ``jobs`` small jobs (distinct seeds), and their results."""
     seeds = ",".join(str(i) for i in range(jobs))
-    args = [sys.executable, "-m", "loaderexp", "-m", "dataset=synthetic", "dataset.num_samples=2048",
-            "loader.batch_size=64", "bench=quick", f"bench.seed={seeds}", f"tracking.uri={store}",
-            "tracking.experiment=overhead", f"hydra.sweep.dir={folder}"]
-    start = time.perf_counter()
-    subprocess.run(args, check=True, capture_output=True, cwd=folder.parent)
-    wall = time.perf_counter() - start
-    results = [RunResult.read(p) for p in sorted(folder.glob("*/result.json"))]
-    assert len(results) == jobs, f"{len(results)} of {jobs} jobs recorded"
-    return wall, results
+    done = sweep(["dataset=synthetic", "dataset.num_samples=2048", "loader.batch_size=64", "bench=quick",
+                  f"bench.seed={seeds}", "tracking.experiment=overhead"], folder, store=store)
+    assert len(done.results) == jobs, f"{len(done.results)} of {jobs} jobs recorded"
+    return done.seconds, done.results
 
 
 def per_job_overhead(jobs: int, pairs: int) -> list[tuple[float, float]]:
@@ -266,7 +263,7 @@ def per_job_overhead(jobs: int, pairs: int) -> list[tuple[float, float]]:
         sweep_wall(1, store, Path(tmp) / "warm")  # creates the store: a one-off cost, not per job
 
         def loading(results):
-            return sum(r.metrics["measured_seconds"] + r.metrics["warmup_seconds"] for r in results)
+            return sum(r.metrics[M.SECONDS] + r.metrics[M.WARMUP] for r in results)
 
         for pair in range(pairs):
             one_wall, one = sweep_wall(1, store, Path(tmp) / f"one{pair}")
@@ -280,8 +277,8 @@ def sweep_workers(workers: list[int], overrides: list[str]) -> tuple[list[RunRes
     """One num_workers sweep through ``measure_job`` (what each job of a multirun runs), and its wall time."""
     results, start = [], time.perf_counter()
     for n in workers:
-        metrics = measure_job(plain_config(["tracking=none", f"loader.num_workers={n}", *overrides])).metrics
-        results.append(RunResult(status="FINISHED", params={"loader.num_workers": n}, metrics=metrics))
+        metrics = figures(measure_job(spec_of(["tracking=none", f"loader.num_workers={n}", *overrides]))).metrics
+        results.append(RunResult(status="FINISHED", params={NUM_WORKERS: n}, metrics=metrics))
     return results, time.perf_counter() - start
 
 
@@ -304,15 +301,15 @@ def budget_vs_epochs(workers: list[int], epoch_rounds: int, data: list[str]) -> 
         # reference would otherwise always favour the settings it measures first.
         order = workers if i % 2 == 0 else workers[::-1]
         results, wall = sweep_workers(order, [*data, "bench=epochs"])
-        epoch_runs.append((sorted(results, key=lambda r: r.params["loader.num_workers"]), wall))
+        epoch_runs.append((sorted(results, key=lambda r: r.workers), wall))
     budget_runs.append(sweep_workers(workers, [*data, *budget]))
 
     def whole_epochs(index: int, n: int) -> RunResult:
         # The median over the rounds, and their spread: the reference is judged by the same rule
         # as a sweep of bench.repeats whole epochs.
-        rounds = spread([r[0][index].metrics["throughput_samples_per_s"] for r in epoch_runs])
-        return RunResult(status="FINISHED", params={"loader.num_workers": n},
-                         metrics={"throughput_samples_per_s": rounds.median, "throughput_iqr_rel": rounds.relative})
+        rounds = spread([r[0][index].metrics[M.THROUGHPUT] for r in epoch_runs])
+        return RunResult(status="FINISHED", params={NUM_WORKERS: n},
+                         metrics={M.THROUGHPUT: rounds.median, M.THROUGHPUT_IQR: rounds.relative})
 
     reference = [whole_epochs(i, n) for i, n in enumerate(workers)]
     print(f"\n3. fixed budget vs whole epochs, CIFAR-10 (generated copy{', a subset' if data else ''}), "
@@ -320,13 +317,13 @@ def budget_vs_epochs(workers: list[int], epoch_rounds: int, data: list[str]) -> 
     epochs_header = "".join(f"  epoch {i + 1}" for i in range(epoch_rounds))
     print(f"   {'workers':>7}  budget 1{epochs_header}  epochs median  budget 2   (samples/s)")
     for row, n in enumerate(workers):
-        epochs = "".join(f"  {r[0][row].metrics['throughput_samples_per_s']:>7,.0f}" for r in epoch_runs)
-        print(f"   {n:>7}  {budget_runs[0][0][row].metrics['throughput_samples_per_s']:>8,.0f}{epochs}"
-              f"  {reference[row].metrics['throughput_samples_per_s']:>13,.0f}"
-              f"  {budget_runs[1][0][row].metrics['throughput_samples_per_s']:>8,.0f}")
+        epochs = "".join(f"  {r[0][row].metrics[M.THROUGHPUT]:>7,.0f}" for r in epoch_runs)
+        print(f"   {n:>7}  {budget_runs[0][0][row].metrics[M.THROUGHPUT]:>8,.0f}{epochs}"
+              f"  {reference[row].metrics[M.THROUGHPUT]:>13,.0f}"
+              f"  {budget_runs[1][0][row].metrics[M.THROUGHPUT]:>8,.0f}")
 
     def pick(results: list[RunResult]) -> int:
-        return recommend(results).result.params["loader.num_workers"]
+        return recommend(results).result.workers
 
     budget_picks = [pick(results) for results, _ in budget_runs]
     single_epoch_picks = [pick(results) for results, _ in epoch_runs]

@@ -15,31 +15,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loaderexp.report import load_results, recommend  # noqa: E402
-from loaderexp.result import RunResult  # noqa: E402
+from benchmarks import common  # noqa: E402
+from benchmarks.common import REPO  # noqa: E402
+from loaderexp.report import recommend  # noqa: E402
+from loaderexp.result import NUM_WORKERS, RunResult  # noqa: E402
+from loaderexp.result import metrics as M  # noqa: E402
 
-KEYS = ("loader.num_workers", "loader.pin_memory", "loader.batch_size")
+KEYS = (NUM_WORKERS, "loader.pin_memory", "loader.batch_size")
 
 
 def sweep(args: list[str], folder: Path, data_root: str) -> tuple[float, list[RunResult]]:
-    env = {**os.environ, "LOADEREXP_DATA_ROOT": data_root}
-    command = [sys.executable, "-m", "loaderexp", "-m", *args, f"tracking.uri=sqlite:///{folder / 'mlflow.db'}",
-               f"hydra.sweep.dir={folder / 'sweep'}"]
-    start = time.perf_counter()
-    proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(args)} failed:\n{proc.stderr[-3000:]}")
-    return elapsed, [r for _, r in load_results(folder / "sweep")]
+    done = common.sweep(args, folder / "sweep", env={"LOADEREXP_DATA_ROOT": data_root})
+    return done.seconds, done.results
 
 
 def settings(result: RunResult) -> tuple:
@@ -73,7 +66,7 @@ def main() -> None:
     grid_rec = recommend(grid)
     by_settings = {settings(r): r for r in grid}
     grid_pick = grid_rec.result
-    rate = lambda r: r.metrics["throughput_samples_per_s"]  # noqa: E731
+    rate = lambda r: r.metrics[M.THROUGHPUT]  # noqa: E731
     print(f"grid:   {len(grid)} jobs in {grid_s:.1f} s; pick {text(grid_pick)}: {rate(grid_pick):,.0f} samples/s "
           f"(best {text(grid_rec.best)}: {rate(grid_rec.best):,.0f})")
     failed = 0
@@ -81,9 +74,8 @@ def main() -> None:
         search_pick = recommend(searched).result
         as_grid_saw = by_settings[settings(search_pick)]  # the grid's own measurement of the search's pick
         gap = 1 - rate(as_grid_saw) / rate(grid_pick)
-        noise = max(grid_pick.metrics.get("throughput_iqr_rel", 0), as_grid_saw.metrics.get("throughput_iqr_rel", 0),
-                    0.05)
-        pruned = sum(1 for r in searched if r.metrics.get("pruned"))
+        noise = max(grid_pick.metrics.get(M.THROUGHPUT_IQR, 0), as_grid_saw.metrics.get(M.THROUGHPUT_IQR, 0), 0.05)
+        pruned = sum(1 for r in searched if r.metrics.get(M.PRUNED))
         fast, close = search_s <= grid_s / 3, gap <= noise
         failed += not (fast and close)
         print(f"search (seed {seed}): {len(searched)} trials ({pruned} pruned) in {search_s:.1f} s = "

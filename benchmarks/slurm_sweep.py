@@ -3,7 +3,7 @@
     python benchmarks/slurm_sweep.py                                   # the quickstart's sweep
     python benchmarks/slurm_sweep.py 'loader.num_workers=range(0,3)' dataset=synthetic
 
-Needs root and Debian's slurm-wlm and munge (tests/slurm_cluster.py builds the cluster in a
+Needs root and Debian's slurm-wlm and munge (benchmarks/slurm_cluster.py builds the cluster in a
 temporary folder and stops it afterwards).  Prints both tables, each sweep's wall time and the
 ratio, and how long each SLURM job queued for the node: every job is an exclusive sbatch job
 (conf/hydra/launcher/slurm.yaml), so on one node they run one after the other.
@@ -13,30 +13,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.slurm_cluster import available, one_node_cluster  # noqa: E402
+from benchmarks import common  # noqa: E402
+from benchmarks.slurm_cluster import available, one_node_cluster  # noqa: E402
 
 DEFAULT_SWEEP = ["loader.num_workers=range(0,5)", "loader.pin_memory=true,false"]
 
 
 def sweep(overrides: list[str], folder: Path, launcher: str, env: dict[str, str]) -> tuple[float, str]:
-    started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "loaderexp", "-m", f"hydra/launcher={launcher}", *overrides,
-                           f"tracking.uri=sqlite:///{folder / 'mlflow.db'}", f"hydra.sweep.dir={folder / launcher}"],
-                          cwd=folder, env={**os.environ, **env}, capture_output=True, text=True)
-    elapsed = time.perf_counter() - started
-    if proc.returncode != 0:
-        sys.exit(f"{launcher} sweep failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    lines = proc.stdout.splitlines()
+    done = common.sweep([f"hydra/launcher={launcher}", *overrides], folder / launcher, env=env)
+    elapsed = done.seconds
+    lines = done.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if "status  samples/s" in line)
     end = next(i for i, line in enumerate(lines) if "jobs recorded in" in line)
     return elapsed, "\n".join(lines[start:end + 1])

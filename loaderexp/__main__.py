@@ -17,7 +17,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from hydra_plugins.loaderexp_search.search_sweeper import SearchSweeper
-from loaderexp.config import config_dir
+from loaderexp.config import composed_spec, config_dir
 from loaderexp.result import RunResult
 from loaderexp.runner import JobContext, run
 
@@ -51,11 +51,12 @@ def main(cfg: DictConfig) -> Optional[RunResult]:
         parent_run_id=sweep_state.parent_run_id,
         name_keys=sweep_state.swept_keys,
     )
-    if not multirun and cfg.tracking.backend == "mlflow":
+    tracking = composed_spec(cfg).tracking
+    if not multirun and tracking.backend.value == "mlflow":
         from loaderexp.track.tracker import TrackingUnavailable, check_reachable
 
         try:  # say so before measuring, not after
-            check_reachable(cfg.tracking.uri)
+            check_reachable(tracking.uri)
         except TrackingUnavailable as error:
             print(f"loaderexp: error: {error}", file=sys.stderr)
             raise SystemExit(2) from error

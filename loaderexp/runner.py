@@ -3,10 +3,15 @@
 A job never takes the sweep down with it: a bad setting, a dataset that raises or a crashed
 worker becomes a FAILED run with its error, written locally first and then to MLflow.  Only
 Ctrl-C propagates, after the current run is recorded as KILLED.
+
+The recipe: the config becomes the typed spec, the host's facts are read, the run opens in MLflow,
+the spec is checked, the host is held while the job is measured (in a killable process, or in
+this one), and the measurement is named (:mod:`loaderexp.result.figures`) and recorded.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -19,20 +24,23 @@ import psutil
 from omegaconf import DictConfig, OmegaConf
 
 from loaderexp.config import (
+    Config,
     ConfigError,
     apply_python_path,
+    composed_spec,
     config_dir,
     config_hash,
-    flatten,
+    plain,
     resolve_auto_transform,
-    to_plain,
+    spec_params,
     validate,
     without_inapplicable,
 )
 from loaderexp.execute.faults import explain
 from loaderexp.execute.host_lock import exclusive_host
 from loaderexp.execute.progress import JobProgress
-from loaderexp.result import RESULT_FILE, RunResult, host_facts, machine_facts
+from loaderexp.result import RESULT_FILE, RunResult, machine_facts
+from loaderexp.result.figures import figures
 
 log = logging.getLogger("loaderexp")
 RESOLVED_CONFIG = "resolved_config.yaml"
@@ -66,64 +74,33 @@ class JobContext:
 def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
     """Measure the configured loader once (``bench.repeats`` times) and record the result."""
     job = job or JobContext(output_dir=Path.cwd() / "outputs" / "runs" / time.strftime("%Y-%m-%d_%H-%M-%S"))
-    plain = to_plain(cfg)
-    plain.pop("hydra", None)
-    result = RunResult(status="RUNNING", params=flatten(plain), host=machine_facts())
-    tracker = None
-    run_id = None
+    spec = composed_spec(cfg)
+    result = RunResult(status="RUNNING", params=spec_params(spec), host=machine_facts())
+    tracker = run_id = None
     reused = False
     try:
-        result.host = host = _host_facts(plain["bench"]["isolate"])
-        plain = resolve_auto_transform(plain)
-        result.params = flatten(plain)
+        result.host = _host_facts(spec.bench.isolate)
+        spec = resolve_auto_transform(spec)
+        result.params = spec_params(spec)
         job.output_dir.mkdir(parents=True, exist_ok=True)
-        (job.output_dir / RESOLVED_CONFIG).write_text(OmegaConf.to_yaml(OmegaConf.create(plain)))
-        result.config_hash = config_hash(result.params, host)
-        if plain["resume"]:
+        (job.output_dir / RESOLVED_CONFIG).write_text(OmegaConf.to_yaml(OmegaConf.create(plain(spec))))
+        result.config_hash = config_hash(result.params, result.host)
+        if spec.resume:
             done = already_measured(job.output_dir.parent, result.config_hash)
             if done is not None:
                 log.info("%s: already measured in %s, skipped (resume=true)", job.label, done.parent)
-                reused = True
-                result = RunResult.read(done)
+                reused, result = True, RunResult.read(done)
                 return result
-        tracker, run_id = _open_run(plain["tracking"], result, job)
-        apply_python_path(plain)
-        # The imports that checking `_target_` nodes needs happen in the measuring process.
-        result.warnings = validate(plain, host["cuda_available"], host["cpus_usable"], gpus=host.get("gpu_count"),
-                                   targets=not plain["bench"]["isolate"])
-        plain["loader"], not_applied = without_inapplicable(plain["loader"])
-        if not_applied:
-            result.info["not_applied"] = not_applied
-        for warning in result.warnings:
-            log.warning("%s: %s", job.label, warning)
-        log.info("%s: %s", job.label, job.run_name)
-        shared_ok = plain["bench"]["shared_host_ok"]
-        if shared_ok:
-            result.warnings.append(SHARED_HOST_WARNING)
-        progress = JobProgress(job.label)
-        host_use: dict[str, Any] = {}
-        try:
-            with exclusive_host(job.label, shared_ok, host_use):
-                measurement = _measure(plain, progress)
-        finally:
-            progress.close()
-            result.info.update(host_use)  # a failed job keeps its interval too
-        result.metrics = measurement.metrics
-        result.info.update(measurement.info)
-        result.warnings += measurement.warnings
-        result.status = "FINISHED"
-        _write_batches(job.output_dir, measurement.batches_csv)
+        tracker, run_id = _open_run(spec, result, job)
+        spec = _checked(spec, result, job)
+        _measure_into(result, spec, job)
     except KeyboardInterrupt:
-        result.status = "KILLED"
-        result.error = "interrupted (Ctrl-C or SIGTERM)"
+        result.status, result.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
         raise
-    except ConfigError as error:
-        result.status = "FAILED"
-        result.error = str(error)
     except Exception as error:  # a job's failure is its own: record it, let the sweep go on
         result.status = "FAILED"
-        if getattr(error, "kind", None) == ConfigError.__name__:  # checked in the measuring process
-            result.error = str(error)
+        if isinstance(error, ConfigError) or getattr(error, "kind", None) == ConfigError.__name__:
+            result.error = str(error)  # a ConfigError from the measuring process keeps its own words
         else:
             _describe_failure(result, error)
     finally:
@@ -134,14 +111,50 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
     return result
 
 
-def _measure(plain: dict[str, Any], progress: JobProgress):
-    if plain["bench"]["isolate"]:
+def _checked(spec: Config, result: RunResult, job: JobContext) -> Config:
+    """The spec as it will be measured: its python_path applied, validated (the imports its targets need
+    happen in the measuring process), and the knobs that need workers left out without them."""
+    apply_python_path(spec)
+    host = result.host
+    result.warnings = validate(spec, host["cuda_available"], host["cpus_usable"], gpus=host.get("gpu_count"),
+                               targets=not spec.bench.isolate)
+    loader, not_applied = without_inapplicable(spec.loader)
+    if not_applied:
+        result.info["not_applied"] = not_applied
+    for warning in result.warnings:
+        log.warning("%s: %s", job.label, warning)
+    log.info("%s: %s", job.label, job.run_name)
+    if spec.bench.shared_host_ok:
+        result.warnings.append(SHARED_HOST_WARNING)
+    return dataclasses.replace(spec, loader=loader)
+
+
+def _measure_into(result: RunResult, spec: Config, job: JobContext) -> None:
+    """Hold the host, measure, and name what was measured into ``result``."""
+    progress = JobProgress(job.label)
+    host_use: dict[str, Any] = {}
+    try:
+        with exclusive_host(job.label, spec.bench.shared_host_ok, host_use):
+            measured = _measure(spec, progress)
+    finally:
+        progress.close()
+        result.info.update(host_use)  # a failed job keeps its interval too
+    named = figures(measured)
+    result.metrics = named.metrics
+    result.info.update(named.info)
+    result.warnings += named.warnings
+    result.status = "FINISHED"
+    _write_batches(job.output_dir, named.batches_csv)
+
+
+def _measure(spec: Config, progress: JobProgress) -> Any:
+    if spec.bench.isolate:
         from loaderexp.execute.child import measure_in_child
 
-        return measure_in_child(plain, plain["bench"]["job_timeout_s"], on_batch=progress)
+        return measure_in_child(spec, spec.bench.job_timeout_s, on_batch=progress)
     from loaderexp.execute.ranks import measure_on_node
 
-    return measure_on_node(plain, on_batch=progress)
+    return measure_on_node(spec, on_batch=progress)
 
 
 def _host_facts(isolate: bool) -> dict[str, Any]:
@@ -149,6 +162,8 @@ def _host_facts(isolate: bool) -> dict[str, Any]:
         from loaderexp.execute.child import host_facts_isolated
 
         return dict(host_facts_isolated())
+    from loaderexp.execute.host import host_facts
+
     return host_facts()
 
 
@@ -180,18 +195,19 @@ def already_measured(sweep_dir: Path, wanted_hash: str) -> Optional[Path]:
     return None
 
 
-def _open_run(tracking: dict[str, Any], result: RunResult, job: JobContext) -> tuple[Any, Optional[str]]:
+def _open_run(spec: Config, result: RunResult, job: JobContext) -> tuple[Any, Optional[str]]:
     """The job's MLflow run, or (None, None) when the store fails: the measurement goes on locally."""
-    if tracking["backend"] == "none":
+    tracking = spec.tracking
+    if tracking.backend.value == "none":
         return None, None
     from loaderexp.track.tracker import MlflowTracker
 
     try:
-        tracker = MlflowTracker(tracking["uri"], tracking["experiment"])
+        tracker = MlflowTracker(tracking.uri, tracking.experiment)
         run_id = tracker.start_run(job.run_name, _tags(result, job), job.parent_run_id)
     except Exception as error:
         log.error("%s: MLflow store %s unavailable (%s); measuring anyway: result.json keeps the result and "
-                  "`python -m loaderexp.sync %s` imports it later", job.label, tracking["uri"],
+                  "`python -m loaderexp.sync %s` imports it later", job.label, tracking.uri,
                   str(error).splitlines()[0] if str(error) else type(error).__name__, job.output_dir.parent)
         return None, None
     result.run_id = run_id

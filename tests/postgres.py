@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator, Optional
 
-from tests.mlflow_server import free_port
+from benchmarks.common import free_port
 
 
 def postgres_bin() -> Optional[Path]:

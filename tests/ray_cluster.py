@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from tests.mlflow_server import free_port
+from benchmarks.common import free_port
 
 HOST_RESOURCE = '{"loaderexp_host": 1}'
 

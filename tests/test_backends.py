@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from loaderexp.config import ConfigError, to_plain, validate
+from loaderexp.config import ConfigError, composed_spec, validate
 from tests.conftest import REPO
 from tests.test_datasets import SMALL, run_small
 
@@ -13,9 +13,7 @@ BACKENDS = ["dataloader", "nodes_thread", "nodes_process", "spdl"]
 
 
 def _validate(compose_cfg, overrides):
-    plain = to_plain(compose_cfg(overrides))
-    plain.pop("hydra", None)
-    return validate(plain, False, 2, targets=False)
+    return validate(composed_spec(compose_cfg(overrides)), False, 2, targets=False)
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -122,12 +120,13 @@ def test_nodes_process_draws_no_batch_before_its_workers_have_started():
     from torch.utils.data import TensorDataset
     from torch.utils.data._utils.collate import default_collate
 
-    from loaderexp.execute.backends import BatchFetch
-    from loaderexp.execute.nodes import NodesLoader
+    from loaderexp.config.schema import LoaderConfig, MpContext
+    from loaderexp.loading.base import BatchFetch
+    from loaderexp.loading.nodes_graph import NodesLoader
 
     sampler = _CountsChildrenAtFirstDraw(64, 8)
     before = len(multiprocessing.active_children())
-    loader = {"num_workers": 2, "in_order": True, "multiprocessing_context": "fork", "prefetch_factor": 2}
+    loader = LoaderConfig(num_workers=2, in_order=True, multiprocessing_context=MpContext.fork, prefetch_factor=2)
     nodes = NodesLoader(sampler, BatchFetch(TensorDataset(torch.arange(64)), default_collate), loader, "process", False)
     batches = list(nodes)
     assert len(batches) == 8

@@ -6,7 +6,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
-from loaderexp.config import ConfigError, config_dir, resolve_auto_transform, to_plain, validate
+from loaderexp.config import ConfigError, config_dir, to_spec, validate
 
 
 def all_config_files():
@@ -29,20 +29,20 @@ def test_every_config_file_composes(compose_cfg, group, name):
     else:
         overrides = [f"{group}={name}"]
     cfg = compose_cfg(overrides)
-    plain = resolve_auto_transform(to_plain(cfg))
-    assert plain["loader"]["batch_size"] is None or plain["loader"]["batch_size"] >= 1
-    assert plain["dataset"]["_target_"]
+    spec = to_spec(cfg)
+    assert spec.loader.batch_size is None or spec.loader.batch_size >= 1
+    assert spec.dataset.target
     if group in ("dataset", "sampler"):
-        assert plain[group]["name"] == name  # the file's own name is what runs and reports show
+        assert getattr(spec, group).name == name  # the file's own name is what runs and reports show
 
 
 def test_defaults_are_the_classic_cifar_run(compose_cfg):
-    plain = resolve_auto_transform(to_plain(compose_cfg([])))
-    assert plain["dataset"]["name"] == "cifar10"
-    assert plain["transform"]["name"] == "cifar_train"
-    assert plain["transform"]["api"] == "v1"  # classic torchvision.transforms, as most CIFAR code writes it
-    assert plain["tracking"]["uri"].startswith("sqlite:////")  # absolute path
-    assert plain["data_root"].startswith("/")
+    spec = to_spec(compose_cfg([]))
+    assert spec.dataset.name == "cifar10"
+    assert spec.transform.name == "cifar_train"
+    assert spec.transform.get("api") == "v1"  # classic torchvision.transforms, as most CIFAR code writes it
+    assert spec.tracking.uri.startswith("sqlite:////")  # absolute path
+    assert spec.data_root.startswith("/")
 
 
 def test_experiment_defines_a_named_sweep(compose_cfg):
@@ -73,8 +73,7 @@ def test_unknown_group_option_lists_the_choices(compose_cfg):
 
 
 def check(compose_cfg, overrides, cuda=False, cpus=2):
-    plain = resolve_auto_transform(to_plain(compose_cfg(overrides)))
-    return validate(plain, cuda_available=cuda, cpus=cpus)
+    return validate(to_spec(compose_cfg(overrides)), cuda_available=cuda, cpus=cpus)
 
 
 def test_cross_field_problems_are_gathered_into_one_error(compose_cfg):
@@ -96,11 +95,11 @@ def test_knobs_that_configure_workers_are_not_applied_without_them(compose_cfg):
 
     warnings = check(compose_cfg, ["loader.num_workers=0", "loader.prefetch_factor=4", "loader.persistent_workers=true"])
     assert any("loader.prefetch_factor=4, loader.persistent_workers=true not applied" in w for w in warnings)
-    plain = to_plain(compose_cfg(["loader.num_workers=0", "loader.prefetch_factor=4", "loader.timeout=5"]))
-    loader, dropped = without_inapplicable(plain["loader"])
+    spec = to_spec(compose_cfg(["loader.num_workers=0", "loader.prefetch_factor=4", "loader.timeout=5"]))
+    loader, dropped = without_inapplicable(spec.loader)
     assert dropped == ["loader.prefetch_factor=4", "loader.timeout=5"]
-    assert loader["prefetch_factor"] is None and loader["timeout"] == 0
-    with_workers = to_plain(compose_cfg(["loader.num_workers=2", "loader.prefetch_factor=4"]))["loader"]
+    assert loader.prefetch_factor is None and loader.timeout == 0
+    with_workers = to_spec(compose_cfg(["loader.num_workers=2", "loader.prefetch_factor=4"])).loader
     assert without_inapplicable(with_workers) == (with_workers, [])
 
 
@@ -148,3 +147,37 @@ def test_every_loader_knob_is_a_dataloader_argument_of_the_same_name():
 
     knobs = {f.name for f in dataclasses.fields(LoaderConfig)}
     assert knobs <= set(inspect.signature(DataLoader).parameters)
+
+
+# A preset's own name: the one key it may state even where it equals the schema's default.
+IDENTITY = {"backend": "name", "step": "kind", "tracking": "backend", "device": "type"}
+
+
+def schema_group_files():
+    from loaderexp.config.schema import GROUPS
+
+    for group in GROUPS:
+        for path in sorted((config_dir() / group).glob("*.yaml")):
+            yield pytest.param(group, path, id=f"{group}/{path.name}")
+
+
+@pytest.mark.parametrize("group,path", list(schema_group_files()))
+def test_a_preset_states_only_what_it_changes(group, path):
+    """Defaults are stated once, in the schema: a YAML file of a schema-backed group sets only what differs."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from loaderexp.config.schema import GROUPS
+
+    defaults = GROUPS[group]()
+    written = {k: v for k, v in OmegaConf.to_container(OmegaConf.load(path)).items() if k != "defaults"}
+    identity = IDENTITY.get(group)
+    if identity is not None:
+        assert str(written.get(identity, getattr(defaults, identity).value if hasattr(getattr(defaults, identity),
+                                                                                      "value") else "")) == path.stem
+    restated = [k for k, v in written.items() if k != identity and k in {f.name for f in dataclasses.fields(defaults)}
+                and not isinstance(v, str) and v == getattr(defaults, k)]
+    restated += [k for k, v in written.items() if k != identity and isinstance(v, str) and
+                 "${" not in v and str(getattr(getattr(defaults, k, None), "value", getattr(defaults, k, None))) == v]
+    assert restated == [], f"{path.name} restates the schema's default of {restated}"

@@ -102,8 +102,8 @@ def test_prebatched_items_with_batch_size_null(compose_cfg, tmp_path, workers, s
 
 
 def test_batch_size_null_refuses_drop_last(compose_cfg):
-    from loaderexp.config import ConfigError, resolve_auto_transform, to_plain, validate
+    from loaderexp.config import ConfigError, to_spec, validate
 
-    plain = resolve_auto_transform(to_plain(compose_cfg(["loader.batch_size=null", "loader.drop_last=true"])))
+    plain = to_spec(compose_cfg(["loader.batch_size=null", "loader.drop_last=true"]))
     with pytest.raises(ConfigError, match=r"loader.drop_last=true: needs a loader.batch_size"):
         validate(plain, cuda_available=False, cpus=2, targets=False)

@@ -6,8 +6,9 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler, WeightedRandomSampler
 
 from loaderexp.data.synthetic import SyntheticImages
-from loaderexp.measure.delivery import DeliveryTracker, Promise, RecordingBatchSampler, check_epoch, instrumented
+from loaderexp.measure.delivery import DeliveryTracker, Promise, check_epoch
 from loaderexp.measure.loop import BudgetSpec, run_repeat
+from loaderexp.measure.tagging import RecordingBatchSampler, instrumented
 
 EPOCH = BudgetSpec(mode="epochs", warmup_batches=0, epochs=1)
 

@@ -1,7 +1,7 @@
 """Acceptance: at every worker count up to 8x the CPUs, loaderexp reports a known rate within 3%.
 
-Samples cost a sleep (tests/known_rate.py), so the true rate scales with the workers on any machine;
-a long bare loop, written in the test, measures it. loaderexp runs with the default bench settings.
+Samples cost a sleep (``dataset=sleep``), so the true rate scales with the workers on any machine;
+a long bare loop, written outside loaderexp (benchmarks/common.py), measures it. loaderexp runs with the default bench settings.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import os
 
 import pytest
 
+from benchmarks.common import bare_loop_rate, sleep_overrides
+from loaderexp.data.calibration import SleepDataset
 from loaderexp.runner import JobContext, run
-from tests.conftest import REPO
-from tests.known_rate import SleepDataset, bare_loop_rate, loaderexp_overrides
 
 BATCH = 4
 SLEEP_MS = 5.0
@@ -25,7 +25,7 @@ TOLERANCE = 0.03
 @pytest.mark.parametrize("workers", WORKERS)
 def test_reported_rate_matches_the_known_rate(workers, compose_cfg, tmp_path):
     known = bare_loop_rate(SleepDataset(sleep_ms=SLEEP_MS), BATCH, workers)
-    cfg = compose_cfg(loaderexp_overrides(workers, BATCH, SLEEP_MS, str(REPO)))
+    cfg = compose_cfg(sleep_overrides(workers, BATCH, SLEEP_MS))
     result = run(cfg, JobContext(output_dir=tmp_path / "run"))
     assert result.status == "FINISHED", result.error
     reported = result.metrics["throughput_samples_per_s"]

@@ -100,7 +100,7 @@ def test_a_sweep_on_a_ray_cluster_runs_one_measurement_per_host_at_a_time(tmp_pa
 
 def test_a_sweep_through_slurm_gets_a_whole_node_per_job(tmp_path, data_root):
     """A real one-node SLURM cluster: each job is an exclusive sbatch job, so they queue for the node."""
-    from tests.slurm_cluster import available, one_node_cluster
+    from benchmarks.slurm_cluster import available, one_node_cluster
 
     if available():
         pytest.skip(f"SLURM: {available()}")

@@ -1,6 +1,8 @@
-"""The package layout follows the data flow, and its import rules hold (read from the source, not assumed).
+"""The package layout follows the data flow, and its rules hold (read from the source, not assumed).
 
-config -> data -> measure -> execute -> result -> track / report, with runner.py and __main__.py on top.
+config -> data -> loading / measure -> execute -> result -> track / report, with runner.py and
+__main__.py on top; settings are read from the typed spec, never by string, outside config/; each
+metric is named in one place; functions and modules stay small.
 """
 
 from __future__ import annotations
@@ -13,22 +15,26 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "loaderexp"
-STAGES = ("config", "data", "measure", "execute", "track", "report", "search")
+STAGES = ("config", "data", "loading", "measure", "execute", "track", "report", "search", "result")
 
 # What each stage may import from loaderexp (itself always); ``result`` is the plain value all share.
 ALLOWED = {
     "config": {"result"},
     "data": {"config"},
+    "loading": {"config", "data", "measure"},
     "measure": set(),
-    "execute": {"config", "data", "measure", "result"},
+    "execute": {"config", "data", "loading", "measure", "result"},
     "report": {"result"},
-    "track": {"result", "report", "search"},
+    "track": {"config", "result", "report", "search"},
     "search": {"config", "report", "result"},
-    "result": set(),
+    "result": {"measure"},  # only its torch-free records (test_result_loads_no_torch)
 }
 FORBIDDEN_THIRD_PARTY = {"measure": ("hydra", "omegaconf", "mlflow"), "execute": ("mlflow",),
-                         "report": ("hydra", "omegaconf"), "data": ("mlflow",)}
-MAX_LINES = 400
+                         "report": ("hydra", "omegaconf"), "data": ("mlflow",), "loading": ("mlflow",),
+                         "result": ("torch", "hydra", "omegaconf", "mlflow", "numpy")}
+MAX_LINES = 300
+MAX_FUNCTION_LINES = 60
+HOT_LOOP = "# the hot loop"  # on a longer function's def line: it is long so each batch touches only locals
 
 
 def modules() -> dict[str, Path]:
@@ -113,6 +119,94 @@ def test_modules_stay_small():
     assert {n: count for n, count in long.items() if count > MAX_LINES} == {}
 
 
+def test_functions_stay_small_unless_the_hot_loop_needs_it():
+    long = []
+    for name, path in modules().items():
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                size = node.end_lineno - node.lineno + 1
+                if size > MAX_FUNCTION_LINES and HOT_LOOP not in lines[node.lineno - 1]:
+                    long.append(f"{name}.{node.name}: {size} lines")
+    assert long == []
+
+
+FREE_NODES = ("dataset", "sampler", "transform")  # also DataLoader's and instantiate's argument names
+
+
+def setting_names() -> set[str]:
+    """Every setting's name as a string lookup would spell it: the groups and their dotted fields."""
+    import dataclasses
+
+    from loaderexp.config.schema import GROUPS, Config
+
+    names = {f.name for f in dataclasses.fields(Config) if f.name not in FREE_NODES}
+    for group, schema in GROUPS.items():
+        names |= {f"{group}.{f.name}" for f in dataclasses.fields(schema)}
+    return names | {f"{node}.{key}" for node in FREE_NODES for key in ("_target_", "name", "root", "python_path")}
+
+
+def keys_used(tree: ast.AST) -> list[tuple[int, object]]:
+    """Constants used as keys: ``x["k"]``, ``{"k": v}``, ``x.get("k")`` (also ``pop``, ``select``), ``"k" in x``,
+    and the outer key of a nested lookup such as ``x["dataset"]["_target_"]``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            if isinstance(node.slice, ast.Constant):
+                found.append((node.lineno, node.slice.value))
+            if isinstance(node.value, ast.Subscript) and isinstance(node.value.slice, ast.Constant):
+                found.append((node.lineno, f"{node.value.slice.value}."))  # a group read by string
+        elif isinstance(node, ast.Dict):
+            found += [(node.lineno, k.value) for k in node.keys if isinstance(k, ast.Constant)]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("get", "pop", "select", "setdefault"):
+            strings = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            found += [(node.lineno, strings[0])] if strings else []
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and \
+                any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            found.append((node.lineno, node.left.value))
+    return found
+
+
+def string_lookups(path: Path, names: set[str]) -> list[str]:
+    """A setting read by string: ``x["loader"]``, ``x.get("loader.num_workers")``, ``OmegaConf.select(x, "bench.seed")``."""
+    groups = {f"{node}." for node in FREE_NODES} | {f"{name}." for name in names if "." not in name}
+    return [f"{path.relative_to(PACKAGE.parent)}:{line}: {key!r}" for line, key in keys_used(ast.parse(path.read_text()))
+            if isinstance(key, str) and (key in names or key in groups)]
+
+
+def test_no_setting_is_looked_up_by_string_outside_config():
+    """Later stages read the typed spec (``spec.loader.num_workers``); a result's params are read through the
+    names result/__init__.py declares once."""
+    names = setting_names()
+    found = [hit for name, path in modules().items() if stage_of(name) not in ("config", "result")
+             for hit in string_lookups(path, names)]
+    assert found == []
+
+
+def test_each_metric_is_named_in_one_place():
+    from loaderexp.result.metrics import CATALOGUE
+
+    spelled = [f"{name}:{line}: {key!r}" for name, path in modules().items() if name != "loaderexp.result.metrics"
+               for line, key in keys_used(ast.parse(path.read_text())) if isinstance(key, str) and key in CATALOGUE]
+    assert spelled == []
+
+
+def test_the_param_names_results_are_read_by_are_settings():
+    import loaderexp.result as result
+
+    declared = {k: v for k, v in vars(result).items() if k.isupper() and isinstance(v, str) and k != "RESULT_FILE"}
+    assert declared and set(declared.values()) <= setting_names() | {"data_root"}
+
+
+def test_result_loads_no_torch():
+    """The app unpickles measurements and names them without torch (it never imports it)."""
+    code = ("import sys, loaderexp.result.figures, loaderexp.result.metrics\n"
+            "print(sorted({n.split('.')[0] for n in sys.modules} & {'torch', 'numpy', 'hydra', 'mlflow'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_measuring_loads_neither_hydra_nor_mlflow():
     """Importing every measure module (and the job that drives it) pulls in no tracking or config system."""
     measure = [m for m in GRAPH if stage_of(m) == "measure"]
@@ -120,3 +214,21 @@ def test_measuring_loads_neither_hydra_nor_mlflow():
             "print(sorted({n.split('.')[0] for n in sys.modules} & {'hydra', 'omegaconf', 'mlflow'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_benchmarks_use_only_loaderexps_public_names():
+    """A benchmark is a user of loaderexp: it imports neither the tests nor a private name."""
+    wrong = []
+    for path in sorted((PACKAGE.parent / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] == "tests" or any(part.startswith("_") and part != "__future__"
+                                                        for part in name.split(".")):
+                    wrong.append(f"{path.name}:{node.lineno}: {name}")
+    assert wrong == []

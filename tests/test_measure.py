@@ -7,7 +7,8 @@ import torch
 
 from loaderexp.measure.delivery import DeliveryTracker
 from loaderexp.measure.loop import BudgetSpec, RunTimeout, run_repeat, run_windows
-from loaderexp.measure.stats import classify, spread
+from loaderexp.measure.records import spread
+from loaderexp.result.figures import classify
 
 
 class FakeClock:

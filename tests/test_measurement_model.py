@@ -5,28 +5,38 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+from dataclasses import replace
 
 import pytest
 import torch
 
+from loaderexp.config.schema import BenchConfig, Budget, LoaderConfig
 from loaderexp.execute.child import StallWatch
 from loaderexp.execute.job import budget_from, measure_job, repeat_range
 from loaderexp.measure.delivery import DeliveryTracker
-from loaderexp.measure.loop import RepeatTiming
+from loaderexp.measure.records import (
+    BudgetSpec,
+    DeliveryRecord,
+    LoaderFacts,
+    Measurement,
+    RepeatTiming,
+    ResourceStats,
+    StepTimes,
+    TransferStats,
+)
 from loaderexp.measure.resources import ResourceMonitor
 from loaderexp.measure.shm import sample_bytes_in_probe
-from loaderexp.measure.stats import summarize
 from loaderexp.measure.steps import Consumer, MatmulStep
-from loaderexp.measure.transfer import HostToDevice, TransferStats, batch_size_and_bytes
+from loaderexp.measure.transfer import batch_size_and_bytes
+from loaderexp.result.figures import figures
 from loaderexp.runner import JobContext, run
 from tests.conftest import REPO, TINY
 
-BENCH = {"budget": "batches", "warmup_batches": 5, "batches": 40, "min_window_s": 0.5, "epochs": 1, "seconds": 5.0,
-         "max_run_seconds": 900.0, "repeats": None, "min_repeats": 3, "max_repeats": 10, "noise_threshold": 0.1}
+BENCH = BenchConfig(batches=40, noise_threshold=0.1)
 
 
 def loader(workers, prefetch=None):
-    return {"num_workers": workers, "prefetch_factor": prefetch}
+    return LoaderConfig(num_workers=workers, prefetch_factor=prefetch)
 
 
 def test_warmup_covers_the_pipeline_depth_and_windows_hold_whole_rounds():
@@ -36,12 +46,12 @@ def test_warmup_covers_the_pipeline_depth_and_windows_hold_whole_rounds():
     assert (sixteen.warmup_batches, sixteen.round_size) == (32, 16)  # 16 workers x prefetch_factor 2 in flight
     assert budget_from(BENCH, loader(3, prefetch=4)).warmup_batches == 12
     # Whole epochs are timed whole: the warm-up stays as configured.
-    assert budget_from({**BENCH, "budget": "epochs", "warmup_batches": 0}, loader(16)).warmup_batches == 0
+    assert budget_from(replace(BENCH, budget=Budget.epochs, warmup_batches=0), loader(16)).warmup_batches == 0
 
 
 def test_repeats_are_adaptive_unless_fixed():
     assert repeat_range(BENCH) == (3, 10)
-    assert repeat_range({**BENCH, "repeats": 2}) == (2, 2)
+    assert repeat_range(replace(BENCH, repeats=2)) == (2, 2)
 
 
 def test_summarize_turns_fake_repeats_into_figures():
@@ -52,10 +62,13 @@ def test_summarize_turns_fake_repeats_into_figures():
         return timing
 
     repeats = [repeat(1.0), repeat(1.3)]
-    consumer = Consumer(HostToDevice(torch.device("cpu")), lambda batch: None)
-    consumer.copy_s, consumer.step_s = 0.0, 0.32
+    step = StepTimes(has_step=True, copy_s=0.0, step_s=0.32)
     transfer = TransferStats(False, "CUDA not available: host-to-device copy not measured", 16, 0)
-    metrics, info = summarize(repeats, consumer, transfer, {"noise_threshold": 0.1}, 100, has_step=True)
+    measured = Measurement(repeats, "precise", BudgetSpec("batches"), 0.1, transfer, step,
+                           ResourceStats(1, 0.0, 0.0, 0.0, 0.0, 1, None), DeliveryRecord(None, [], 0),
+                           LoaderFacts("dataloader", "cpu", "user", None, batches_per_epoch=100))
+    named = figures(measured)
+    metrics, info = named.metrics, named.info
     rates = [512 / 0.24, 512 * 1.3 / 0.24]
     window = 0.24 + 0.24 / 1.3
     assert metrics["throughput_samples_per_s"] == pytest.approx(sum(rates) / 2)
@@ -207,10 +220,10 @@ def test_a_stall_is_no_batch_for_stall_s_or_twenty_times_the_longest_gap():
 
 def test_adaptive_repeats_stop_when_precise_or_at_the_cap(compose_cfg):
     def measured(*overrides):
-        from loaderexp.config import resolve_auto_transform, to_plain
+        from loaderexp.config import to_spec
 
-        cfg = resolve_auto_transform(to_plain(compose_cfg([*TINY, "tracking=none", "bench.repeats=null", *overrides])))
-        return measure_job(cfg)
+        cfg = to_spec(compose_cfg([*TINY, "tracking=none", "bench.repeats=null", *overrides]))
+        return figures(measure_job(cfg))
 
     loose = measured("bench.min_repeats=2", "bench.max_repeats=5", "bench.precision=1.0")
     assert loose.metrics["repeats"] == 2 and loose.info["repeats_stopped"] == "precise"
@@ -222,13 +235,13 @@ def test_adaptive_repeats_stop_when_precise_or_at_the_cap(compose_cfg):
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_user_collate_fn_is_used_and_its_batch_counted_right(compose_cfg, workers):
-    from loaderexp.config import apply_python_path, resolve_auto_transform, to_plain
+    from loaderexp.config import apply_python_path, to_spec
 
-    cfg = resolve_auto_transform(to_plain(compose_cfg([
+    cfg = to_spec(compose_cfg([
         *TINY, "tracking=none", f"loader.num_workers={workers}", "loader.collate_fn=tests.faulty.dict_collate",
-        f"+dataset.python_path={REPO}"])))
+        f"+dataset.python_path={REPO}"]))
     apply_python_path(cfg)
-    m = measure_job(cfg)
+    m = figures(measure_job(cfg))
     assert m.info["delivery_ok"] is True
     per_sample = 3 * 32 * 32 * 4 + 8  # an image and its label; the scalar field is a few bytes a batch
     assert m.metrics["throughput_mb_per_s"] * 1e6 / m.metrics["throughput_samples_per_s"] == pytest.approx(per_sample, rel=0.01)
@@ -270,21 +283,21 @@ def test_a_stalled_worker_is_caught_in_seconds_with_its_state(compose_cfg, tmp_p
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_on_cuda_a_step_none_run_waits_for_every_copy(compose_cfg):
-    from loaderexp.config import resolve_auto_transform, to_plain
+    from loaderexp.config import to_spec
 
     for pin in ("true", "false"):
-        cfg = resolve_auto_transform(to_plain(compose_cfg([*TINY, "tracking=none", "device=cuda", f"loader.pin_memory={pin}",
-                                                           "loader.num_workers=1"])))
-        m = measure_job(cfg)
+        cfg = to_spec(compose_cfg([*TINY, "tracking=none", "device=cuda", f"loader.pin_memory={pin}",
+                                   "loader.num_workers=1"]))
+        m = figures(measure_job(cfg))
         assert m.metrics["h2d_measured"] == 1.0 and m.metrics["h2d_gbps"] > 0
         assert m.metrics["pinned_fraction"] == (1.0 if pin == "true" else 0.0)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_on_cuda_prefetch_runs_every_step_and_times_it_on_the_device(compose_cfg):
-    from loaderexp.config import resolve_auto_transform, to_plain
+    from loaderexp.config import to_spec
 
-    cfg = resolve_auto_transform(to_plain(compose_cfg([*TINY, "tracking=none", "device=cuda", "device.prefetch=true",
-                                                       "loader.pin_memory=true", "step=matmul", "step.size=512"])))
-    m = measure_job(cfg)
+    cfg = to_spec(compose_cfg([*TINY, "tracking=none", "device=cuda", "device.prefetch=true",
+                               "loader.pin_memory=true", "step=matmul", "step.size=512"]))
+    m = figures(measure_job(cfg))
     assert m.metrics["step_ms_mean"] > 0 and m.info["bound"] in ("loader-bound", "transfer-bound", "compute-bound")

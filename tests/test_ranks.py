@@ -40,11 +40,9 @@ def test_dist_settings_are_validated_before_anything_starts(compose_cfg):
 
 
 def _plain(cfg):
-    from loaderexp.config import to_plain
+    from loaderexp.config import composed_spec
 
-    plain = to_plain(cfg)
-    plain.pop("hydra", None)
-    return plain
+    return composed_spec(cfg)
 
 
 @pytest.mark.slow

@@ -5,18 +5,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loaderexp.measure.steps import images_and_labels, make_step
+from loaderexp.measure.steps import ModelStep, images_and_labels
 from loaderexp.report import recommend, summary_table
 from loaderexp.result import RunResult
 from loaderexp.runner import JobContext, run
 from tests.conftest import TINY
 
-MODEL_STEP = {"kind": "model", "model": "resnet18", "num_classes": 10, "lr": 0.01}
+MODEL_STEP = {"model": "resnet18", "num_classes": 10, "lr": 0.01}
 
 
 def test_model_step_trains_the_model_on_the_batch():
     torch.manual_seed(0)
-    step = make_step(MODEL_STEP, torch.device("cpu"))
+    step = ModelStep(torch.device("cpu"), **MODEL_STEP)
     before = [p.detach().clone() for p in step.model.parameters()]
     images, labels = torch.rand(8, 3, 32, 32), torch.arange(8)
     losses = [float(step((images, labels))) for _ in range(5)]

@@ -1,42 +1,48 @@
 """Config: the typed schema, composition, resolvers and validation of a run's settings.
 
-Owns everything between the YAML files in ``conf/`` and a plain, checked dict: the dataclasses
-registered in Hydra's ConfigStore (:mod:`.schema`, so typos and wrong types fail at compose
-time), composing outside an app and the resolvers the YAML uses (:mod:`.compose`), and the
-cross-field checks that run before any dataset is built (:mod:`.validation`).  It may import
-Hydra and OmegaConf, and no other loaderexp package: every later stage receives plain values
-(``to_plain``), never a DictConfig.
+Owns everything between the YAML files in ``conf/`` and a frozen, checked spec: the dataclasses of
+:mod:`.schema` (each default stated once), registered in Hydra's ConfigStore (:mod:`.store`) so typos
+and wrong types fail at compose time; composing outside an app, the resolvers the YAML uses and the
+composed config turned into those dataclasses (:mod:`.compose`, ``to_spec``); and the checks that
+run before any dataset is built (:mod:`.validation`, :mod:`.targets`).  It may import Hydra,
+OmegaConf and ``result``, and no other loaderexp package; every later stage receives the typed spec
+(:class:`~loaderexp.config.schema.Config`), never a DictConfig, and reads no setting by string.
 
-Adding a DataLoader knob touches the schema (``LoaderConfig``), ``conf/loader/default.yaml``,
-``validation._check_loader`` when it only applies with other settings, and
-``data.build.build_loader``.
+Adding a DataLoader knob is a field of ``LoaderConfig``; a knob that only applies with other
+settings adds a check to ``validation``.
 """
 
 from loaderexp.config.compose import (
     apply_python_path,
     compose,
+    composed_spec,
     config_dir,
     config_hash,
     flatten,
+    plain,
     resolve_auto_transform,
-    run_params,
-    to_plain,
+    spec_params,
+    to_spec,
 )
-from loaderexp.config.schema import META_KEYS
-from loaderexp.config.validation import ConfigError, check_targets, validate, without_inapplicable
+from loaderexp.config.errors import ConfigError
+from loaderexp.config.schema import META_KEYS, Config
+from loaderexp.config.validation import check_targets, validate, without_inapplicable
 
 __all__ = [
     "META_KEYS",
+    "Config",
     "ConfigError",
     "apply_python_path",
+    "check_targets",
     "compose",
+    "composed_spec",
     "config_dir",
     "config_hash",
     "flatten",
+    "plain",
     "resolve_auto_transform",
-    "run_params",
-    "to_plain",
-    "check_targets",
+    "spec_params",
+    "to_spec",
     "validate",
     "without_inapplicable",
 ]

@@ -1,17 +1,24 @@
-"""Where the configs live, the resolvers they use, composition, and plain-value views of a config."""
+"""Where the configs live, the resolvers they use, composition, and the typed spec a composed config becomes."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import json
+import sys
+from enum import Enum
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from loaderexp.config.schema import register_configs
-from loaderexp.config.validation import ConfigError
+from loaderexp.config.errors import ConfigError
+from loaderexp.config.schema import Config, TargetNode
+from loaderexp.config.store import register_configs
+
+NODES = ("dataset", "sampler", "transform")  # the free-form groups built with instantiate
 
 
 def config_dir() -> Path:
@@ -35,11 +42,58 @@ _register_resolvers()
 register_configs()
 
 
-def to_plain(node: Any) -> Any:
-    """A resolved plain-Python copy (dicts, lists, scalars): safe to pickle into workers."""
-    if isinstance(node, DictConfig) or OmegaConf.is_config(node):
-        return OmegaConf.to_container(node, resolve=True, enum_to_str=True)
-    return node
+def compose(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
+    """Compose the real config outside a Hydra app (tests, notebooks, the report)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+
+
+def composed_spec(cfg: DictConfig) -> Config:
+    """The composed config as the frozen schema dataclasses, ``transform: auto`` still unresolved."""
+    if "hydra" in cfg:  # a config composed with Hydra's own node (a sweeper's): not part of a run
+        cfg = copy.deepcopy(cfg)
+        with read_write(cfg), open_dict(cfg):
+            del cfg["hydra"]
+    spec = OmegaConf.to_object(cfg)
+    if not isinstance(spec, Config):  # composed without the schema (a test's bare YAML)
+        raise ConfigError([f"the config was not composed against base_config (got {type(spec).__name__})"])
+    return dataclasses.replace(spec, **{group: TargetNode(dict(getattr(spec, group))) for group in NODES})
+
+
+def to_spec(cfg: DictConfig) -> Config:
+    """The typed spec of a run: the composed config, frozen, with the dataset's usual transform in place
+    of ``transform: auto``."""
+    return resolve_auto_transform(composed_spec(cfg))
+
+
+def resolve_auto_transform(spec: Config) -> Config:
+    """Replace ``transform: {name: auto}`` by the dataset's ``default_transform`` node."""
+    if spec.transform.name != "auto":
+        return spec
+    default = spec.dataset.default_transform
+    path = config_dir() / "transform" / f"{default}.yaml"
+    if not path.is_file():
+        choices = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        raise ConfigError([f"dataset.default_transform={default!r} is not a transform; valid: {', '.join(choices)}"])
+    return dataclasses.replace(spec, transform=TargetNode(OmegaConf.to_container(OmegaConf.load(path), resolve=True)))
+
+
+def plain(value: Any) -> Any:
+    """A spec (or any part of it) as plain dicts, lists and scalars: enums by their value."""
+    if isinstance(value, TargetNode):
+        return plain(value.node)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -54,11 +108,9 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def run_params(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved, flattened parameters that identify a run (what MLflow logs as params)."""
-    plain = to_plain(cfg)
-    plain.pop("hydra", None)
-    return flatten(plain)
+def spec_params(spec: Config) -> dict[str, Any]:
+    """The resolved, flattened parameters that identify a run (what result.json and MLflow record)."""
+    return flatten(plain(spec))
 
 
 def config_hash(params: Mapping[str, Any], host: Mapping[str, Any]) -> str:
@@ -69,33 +121,9 @@ def config_hash(params: Mapping[str, Any], host: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def compose(overrides: list[str] | None = None, config_name: str = "config") -> DictConfig:
-    """Compose the real config outside a Hydra app (tests, notebooks, the report)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        return hydra_compose(config_name=config_name, overrides=list(overrides or []))
-
-
-def apply_python_path(plain: Mapping[str, Any]) -> None:
+def apply_python_path(spec: Config) -> None:
     """Put the dataset's and the step's ``python_path`` folders on sys.path (spawned workers inherit it)."""
-    import sys
-
-    for node in (plain["dataset"], plain.get("step") or {}):
-        folders = node.get("python_path") or []
-        for folder in [folders] if isinstance(folders, str) else folders:
-            if folder not in sys.path:
-                sys.path.insert(0, folder)
-
-
-def resolve_auto_transform(plain: dict[str, Any]) -> dict[str, Any]:
-    """Replace ``transform: {name: auto}`` by the dataset's ``default_transform`` node."""
-    if plain["transform"].get("name") == "auto":
-        default = plain["dataset"].get("default_transform", "none")
-        path = config_dir() / "transform" / f"{default}.yaml"
-        if not path.is_file():
-            choices = sorted(p.stem for p in path.parent.glob("*.yaml"))
-            raise ConfigError([f"dataset.default_transform={default!r} is not a transform; valid: {', '.join(choices)}"])
-        plain["transform"] = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    return plain
+    folders = spec.dataset.python_path + ([spec.step.python_path] if spec.step.python_path else [])
+    for folder in folders:
+        if folder not in sys.path:
+            sys.path.insert(0, folder)

@@ -1,10 +1,13 @@
-"""Typed schema behind the YAML files in ``conf/``.
+"""The typed schema of a run: what the YAML files in ``conf/`` compose into, and what every later stage reads.
 
-Each dataclass is registered in Hydra's ConfigStore as ``base_<group>``; every YAML file of a
-group starts with ``defaults: [base_<group>]``, so a typo in a key or a wrong type fails when
-the config is composed, before any data is touched.  Nodes that are built with
-``hydra.utils.instantiate`` (dataset, sampler, transform) keep free-form arguments: their
-arguments are checked against the target's signature in :mod:`loaderexp.config.validation`.
+Each dataclass here is the single statement of its settings' defaults.  Hydra composes the YAML
+files against them (:mod:`.store` registers them as ``base_<group>``), so a typo in a key or a wrong
+type fails at compose time; :func:`loaderexp.config.to_spec` turns the composed config into these
+frozen dataclasses, and that is what ``execute/`` and ``measure/`` receive.  The nodes built with
+``hydra.utils.instantiate`` (dataset, sampler, transform) keep free-form arguments, checked against
+their target's signature (:mod:`.targets`), and arrive as :class:`TargetNode`.
+
+No Hydra import here: a measuring process, a rank or a worker unpickles these classes without it.
 """
 
 from __future__ import annotations
@@ -13,9 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
-
+MISSING = "???"  # OmegaConf's marker for a value the YAML must give
 # Keys in dataset/sampler/transform nodes that describe the node instead of being arguments.
 META_KEYS = ("name", "default_transform", "python_path")
 
@@ -24,13 +25,6 @@ class MpContext(str, Enum):
     fork = "fork"
     spawn = "spawn"
     forkserver = "forkserver"
-
-
-class BackendKind(str, Enum):
-    dataloader = "dataloader"  # torch.utils.data.DataLoader, worker processes
-    nodes_thread = "nodes_thread"  # torchdata.nodes, a ParallelMapper on threads
-    nodes_process = "nodes_process"  # torchdata.nodes, a ParallelMapper on processes
-    spdl = "spdl"  # an SPDL pipeline (thread pool per stage)
 
 
 class DeviceType(str, Enum):
@@ -58,47 +52,47 @@ class TrackingBackend(str, Enum):
     none = "none"
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoaderConfig:
     """Every torch.utils.data.DataLoader knob that changes loading speed.
 
-    Each field is passed to DataLoader as the keyword of the same name (``data.build.build_loader``).
+    Each field is passed to DataLoader as the keyword of the same name (``loading/dataloader.py``).
     """
 
     batch_size: Optional[int] = 128  # None: each dataset item is already a batch (DataLoader's batch_size=None)
-    num_workers: int = 0
-    pin_memory: bool = False
+    num_workers: int = 0  # 0 loads in the main process; each worker costs a process's memory and a core
+    pin_memory: bool = False  # batches in page-locked memory: faster host-to-device copies that can be async
     prefetch_factor: Optional[int] = None  # batches in flight per worker; None = DataLoader's 2
-    persistent_workers: bool = False
-    drop_last: bool = False
-    timeout: float = 0.0
+    persistent_workers: bool = False  # keep workers between epochs: no start-up cost per epoch
+    drop_last: bool = False  # leave out the last batch when it is short
+    timeout: float = 0.0  # seconds to wait for a worker's batch (0 = forever)
     multiprocessing_context: Optional[MpContext] = None  # None = the platform default
-    in_order: bool = True
+    in_order: bool = True  # false lets a fast worker's batch overtake a slow one's
     collate_fn: Optional[str] = None  # dotted path to a callable; None = default_collate
     worker_init_fn: Optional[str] = None  # dotted path to a callable(worker_id)
 
 
-@dataclass
+@dataclass(frozen=True)
 class DeviceConfig:
-    type: DeviceType = DeviceType.auto
+    type: DeviceType = DeviceType.auto  # where batches are copied: auto (cuda when available), cpu, cuda
     non_blocking: bool = True  # async host-to-device copies (truly async only from pinned memory)
     prefetch: bool = False  # copy batch N+1 on a side stream while step N runs (a data prefetcher)
 
 
-@dataclass
+@dataclass(frozen=True)
 class BenchConfig:
-    budget: Budget = Budget.batches
+    budget: Budget = Budget.batches  # a repeat is: batches (a window), epochs (whole epochs) or seconds
     warmup_batches: int = 5  # at least; raised to num_workers x prefetch_factor (the pipeline's depth)
     batches: int = 20  # measured batches per repeat (budget=batches), rounded up to whole rounds
     min_window_s: float = 0.5  # budget=batches: and at least this long (timer and scheduler jitter stay small)
     epochs: int = 1  # measured epochs per repeat (budget=epochs)
     seconds: float = 5.0  # measured seconds per repeat (budget=seconds), ended on a round boundary
     repeats: Optional[int] = None  # a fixed number of repeats; None = adaptive (min_repeats..max_repeats)
-    min_repeats: int = 3
-    max_repeats: int = 10
+    min_repeats: int = 3  # adaptive: at least this many windows
+    max_repeats: int = 10  # adaptive: at most this many windows
     precision: float = 0.05  # adaptive: stop once IQR/median across repeats is at most this
     noise_threshold: float = 0.10  # IQR/median above this flags the run as noisy
-    seed: int = 0
+    seed: int = 0  # seeds the sampler's order, the data and the transforms (and the datasets that take it)
     resource_interval_s: float = 0.5  # CPU/memory sampling period
     max_run_seconds: float = 900.0  # wall-clock limit of one measured repeat
     job_timeout_s: float = 3600.0  # a whole job, set-up included; past it the job's process is killed
@@ -108,45 +102,92 @@ class BenchConfig:
     shared_host_ok: bool = False  # let measurements share a host (else each job waits for the host to itself)
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepConfig:
-    kind: StepKind = StepKind.none
+    """What is done with each batch.  ``_target_`` names the step's factory: loaderexp's own steps
+    (conf/step/*.yaml) or yours; it is called with the device, the knobs below that its signature
+    names, and ``kwargs``, and returns a callable(batch), or nothing to only load."""
+
+    kind: StepKind = StepKind.none  # none, sleep, matmul, model or custom: the preset's name
     ms: float = 0.0  # sleep: milliseconds per batch
     size: int = 1024  # matmul: side of the square matrices
     repeat: int = 1  # matmul: chained multiplies per batch
     model: str = "resnet18"  # model: a torchvision.models name, built without pretrained weights
     num_classes: int = 10  # model: its output classes
     lr: float = 0.01  # model: SGD learning rate (momentum 0.9)
-    _target_: Optional[str] = None  # custom: dotted path to factory(device, **kwargs) -> callable(batch)
-    kwargs: dict[str, Any] = field(default_factory=dict)  # custom: the factory's other arguments
-    python_path: Optional[str] = None  # custom: a folder put on sys.path to import _target_ from
+    _target_: Optional[str] = None  # dotted path to factory(device, **knobs) -> callable(batch); None: no step
+    kwargs: dict[str, Any] = field(default_factory=dict)  # the factory's other arguments
+    python_path: Optional[str] = None  # a folder put on sys.path to import _target_ from
 
 
-@dataclass
+@dataclass(frozen=True)
 class BackendConfig:
-    name: BackendKind = BackendKind.dataloader
+    name: str = "dataloader"  # the loading stack: a module of loaderexp/loading/ and a file in conf/backend/
     num_threads: Optional[int] = None  # spdl: the pipeline's thread pool (default: loader.num_workers)
 
 
-@dataclass
+@dataclass(frozen=True)
 class DistConfig:
     nproc_per_node: int = 1  # ranks loading at once, each with its own loader.num_workers (1: no extra process)
     start_method: MpContext = MpContext.spawn  # how the ranks start (torchrun: a fresh interpreter each)
     cpu_affinity: bool = False  # split the usable cores evenly between the ranks, as a launcher's binding would
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrackingConfig:
-    backend: TrackingBackend = TrackingBackend.mlflow
-    uri: str = MISSING
-    experiment: str = "loaderexp"
+    backend: TrackingBackend = TrackingBackend.mlflow  # mlflow, or none: result.json only
+    uri: str = MISSING  # the MLflow store: sqlite:///<file> (the preset: ./mlflow.db), or http(s):// a server
+    experiment: str = "loaderexp"  # the MLflow experiment (named sweeps set their own)
 
 
-@dataclass
+@dataclass(frozen=True)
+class TargetNode:
+    """A node built with ``hydra.utils.instantiate`` (dataset, sampler, transform), as composed:
+    its ``_target_``, its arguments, and the keys that describe it (:data:`META_KEYS`)."""
+
+    node: dict[str, Any]
+
+    @property
+    def name(self) -> Optional[str]:
+        return self.node.get("name")
+
+    @property
+    def target(self) -> Optional[str]:
+        return self.node.get("_target_")
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.node.get("_partial_"))
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The node without its descriptive keys: what ``instantiate`` passes to the target."""
+        return {k: v for k, v in self.node.items() if k not in META_KEYS}
+
+    @property
+    def keyword_arguments(self) -> dict[str, Any]:
+        """The target's own arguments (no ``_target_``, ``_partial_``)."""
+        return {k: v for k, v in self.arguments.items() if not k.startswith("_")}
+
+    @property
+    def python_path(self) -> list[str]:
+        folders = self.node.get("python_path") or []
+        return [folders] if isinstance(folders, str) else list(folders)
+
+    @property
+    def default_transform(self) -> str:
+        return self.node.get("default_transform", "none")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """One of the target's arguments (``shuffle`` of a sampler), or ``default``."""
+        return self.node.get(key, default)
+
+
+@dataclass(frozen=True)
 class Config:
-    dataset: Any = MISSING
-    sampler: Any = MISSING
-    transform: Any = MISSING
+    dataset: Any = MISSING  # a TargetNode once composed
+    sampler: Any = MISSING  # a TargetNode
+    transform: Any = MISSING  # a TargetNode (``auto`` resolved to the dataset's default)
     loader: LoaderConfig = field(default_factory=LoaderConfig)
     device: DeviceConfig = field(default_factory=DeviceConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
@@ -158,13 +199,6 @@ class Config:
     resume: bool = False  # skip configurations this sweep folder already measured successfully
 
 
-def register_configs() -> None:
-    cs = ConfigStore.instance()
-    cs.store(name="base_config", node=Config)
-    cs.store(group="loader", name="base_loader", node=LoaderConfig)
-    cs.store(group="device", name="base_device", node=DeviceConfig)
-    cs.store(group="bench", name="base_bench", node=BenchConfig)
-    cs.store(group="step", name="base_step", node=StepConfig)
-    cs.store(group="tracking", name="base_tracking", node=TrackingConfig)
-    cs.store(group="dist", name="base_dist", node=DistConfig)
-    cs.store(group="backend", name="base_backend", node=BackendConfig)
+# The groups backed by a dataclass (the others are TargetNodes).
+GROUPS = {"loader": LoaderConfig, "device": DeviceConfig, "bench": BenchConfig, "step": StepConfig,
+          "dist": DistConfig, "backend": BackendConfig, "tracking": TrackingConfig}

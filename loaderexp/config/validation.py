@@ -1,31 +1,35 @@
-"""Cross-field checks on a composed config, before any dataset is built or worker started.
+"""Cross-field checks on a run's spec, before any dataset is built or worker started.
 
 Types, unknown keys and enum values are caught by the schema at compose time; what needs two
-fields at once, or the target of an ``_target_`` node, is checked here.  Every problem is
-gathered into one :class:`ConfigError` (one line per problem, each naming the key, the value and
-what is allowed).  Settings that are legal but pointless on this machine run, with warnings
-that the result records.
+fields at once, the loading stack's declared knobs, or the target of an ``_target_`` node
+(:mod:`.targets`) is checked here.  Every problem is gathered into one :class:`ConfigError` (one
+line per problem, each naming the key, the value and what is allowed).  Settings that are legal
+but pointless on this machine run, with warnings that the result records.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import importlib.util
-import inspect
-from typing import Any, Mapping, Optional
+from enum import Enum
+from typing import Any, Optional
 
-from loaderexp.config.schema import META_KEYS
+from loaderexp.config.compose import config_dir
+from loaderexp.config.errors import ConfigError
+from loaderexp.config.schema import BackendConfig, BenchConfig, Config, LoaderConfig, StepConfig
+from loaderexp.config.targets import target_problems
 from loaderexp.result import param_text
 
+DEFAULT_LOADER = LoaderConfig()
+# Knobs that mean nothing without workers; without them DataLoader needs each at its default.
+NEEDS_WORKERS = ("prefetch_factor", "persistent_workers", "timeout", "multiprocessing_context")
+# Samplers a rank's DistributedSampler stands in for: it shuffles (random) or keeps the order (sequential).
+DIST_SAMPLERS = ("random", "sequential", "distributed")
+STACKS_PACKAGE = "loaderexp.loading"  # a loading stack is the module of its name there, declaring STACK
 
-class ConfigError(ValueError):
-    """One or more invalid settings; ``problems`` holds one line each."""
 
-    def __init__(self, problems: list[str]):
-        self.problems = list(problems)
-        super().__init__("\n".join(self.problems))
-
-
-def validate(cfg: Mapping[str, Any], cuda_available: bool, cpus: int, targets: bool = True,
+def validate(spec: Config, cuda_available: bool, cpus: int, targets: bool = True,
              gpus: Optional[int] = None) -> list[str]:
     """Raise ConfigError listing every invalid setting; return the warnings for a legal config.
 
@@ -35,132 +39,105 @@ def validate(cfg: Mapping[str, Any], cuda_available: bool, cpus: int, targets: b
     """
     problems: list[str] = []
     warnings: list[str] = []
-    _check_loader(cfg["loader"], problems, warnings, cpus, cfg["dist"]["nproc_per_node"])
-    _check_dist(cfg, problems)
-    _check_backend(cfg, problems)
-    _check_bench(cfg["bench"], problems)
-    _check_step(cfg["step"], problems)
-    _check_device(cfg, cuda_available, problems, warnings)
-    _check_rank_gpus(cfg, cuda_available, gpus, problems)
+    _check_loader(spec.loader, problems, warnings, cpus, spec.dist.nproc_per_node)
+    _check_dist(spec, problems)
+    _check_backend(spec, problems)
+    _check_bench(spec.bench, problems)
+    _check_step(spec.step, problems)
+    _check_device(spec, cuda_available, problems, warnings)
+    _check_rank_gpus(spec, cuda_available, gpus, problems)
     if targets:
-        problems += _target_problems(cfg)
+        problems += target_problems(spec)
     if problems:
         raise ConfigError(problems)
     return warnings
 
 
-def check_targets(cfg: Mapping[str, Any]) -> None:
+def check_targets(spec: Config) -> None:
     """Raise ConfigError when a ``_target_`` or a callable knob does not import or take its arguments."""
-    problems = _target_problems(cfg)
+    problems = target_problems(spec)
     if problems:
         raise ConfigError(problems)
 
 
-def _target_problems(cfg: Mapping[str, Any]) -> list[str]:
-    problems: list[str] = []
-    for key in CALLABLE_KNOBS:
-        if cfg["loader"][key] is not None:
-            _imported(f"loader.{key}", cfg["loader"][key], problems,
-                      "; give a dotted path to a function, e.g. mypackage.data.collate")
-    for group in ("dataset", "sampler", "transform"):
-        _check_target(group, cfg[group], problems)
-    _check_step_target(cfg["step"], problems)
-    return problems
-
-
-def _check_step_target(step: Mapping[str, Any], problems: list[str]) -> None:
-    if step["kind"] == "model":
-        import torchvision
-
-        names = sorted(torchvision.models.list_models(module=torchvision.models))
-        if step["model"] not in names:
-            problems.append(f"step.model={step['model']}: not a torchvision classification model; valid: "
-                            f"{', '.join(names)}")
-    elif step["kind"] == "custom":
-        if not step.get("_target_"):
-            problems.append("step._target_ is missing: step=custom names your step's factory, "
-                            "e.g. custom_step.make_step (examples/custom_step.py)")
-        else:
-            _imported("step._target_", step["_target_"], problems,
-                      "; give a dotted path to a factory(device, **step.kwargs) -> callable(batch)")
-
-
-# Knobs that mean nothing without workers, and the value DataLoader needs there instead.
-NEEDS_WORKERS = {"prefetch_factor": None, "persistent_workers": False, "timeout": 0.0, "multiprocessing_context": None}
-CALLABLE_KNOBS = ("collate_fn", "worker_init_fn")
-
-
-def without_inapplicable(loader: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The loader node as DataLoader can take it, and what was left out.
+def without_inapplicable(loader: LoaderConfig) -> tuple[LoaderConfig, list[str]]:
+    """The loader spec as DataLoader can take it, and what was left out.
 
     With ``num_workers=0`` DataLoader refuses ``prefetch_factor``, ``persistent_workers``,
     ``timeout`` and ``multiprocessing_context`` (they configure workers): a sweep over
     ``num_workers=range(0,8)`` with ``prefetch_factor=4`` still measures its baseline, without them.
     """
-    effective = dict(loader)
-    dropped = []
-    if loader["num_workers"] == 0:
-        for key, unset in NEEDS_WORKERS.items():
-            if loader[key] != unset:
-                dropped.append(f"loader.{key}={_show(loader[key])}")
-                effective[key] = unset
-    return effective, dropped
+    if loader.num_workers != 0:
+        return loader, []
+    changed = [key for key in NEEDS_WORKERS if getattr(loader, key) != getattr(DEFAULT_LOADER, key)]
+    dropped = [f"loader.{key}={show(getattr(loader, key))}" for key in changed]
+    return dataclasses.replace(loader, **{key: getattr(DEFAULT_LOADER, key) for key in changed}), dropped
 
 
-# Samplers a rank's DistributedSampler stands in for: it shuffles (random) or keeps the order (sequential).
-DIST_SAMPLERS = ("random", "sequential", "distributed")
-
-
-def _check_dist(cfg: Mapping[str, Any], problems: list[str]) -> None:
-    ranks = cfg["dist"]["nproc_per_node"]
+def _check_dist(spec: Config, problems: list[str]) -> None:
+    ranks = spec.dist.nproc_per_node
     if ranks < 1:
         problems.append(f"dist.nproc_per_node={ranks}: must be >= 1 (1: one process, as without dist)")
-    elif ranks > 1 and cfg["sampler"].get("name") not in DIST_SAMPLERS:
-        problems.append(f"sampler={cfg['sampler'].get('name')} with dist.nproc_per_node={ranks}: each rank loads "
+    elif ranks > 1 and spec.sampler.name not in DIST_SAMPLERS:
+        problems.append(f"sampler={spec.sampler.name} with dist.nproc_per_node={ranks}: each rank loads "
                         f"through DistributedSampler; valid samplers: {', '.join(DIST_SAMPLERS)}")
 
 
-# The loader knobs each backend has besides the common ones; a knob set away from its default
-# under a backend without it is an error, never silently ignored.
-BACKEND_COMMON = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "in_order", "drop_last", "collate_fn")
-BACKEND_EXTRA = {"nodes_process": ("multiprocessing_context",)}
-LOADER_DEFAULTS = {"persistent_workers": False, "timeout": 0.0, "multiprocessing_context": None,
-                   "worker_init_fn": None}
+def stack_names() -> list[str]:
+    """The loading stacks there are: one file each in conf/backend/."""
+    return sorted(path.stem for path in (config_dir() / "backend").glob("*.yaml"))
 
 
-def _check_backend(cfg: Mapping[str, Any], problems: list[str]) -> None:
-    backend, loader = cfg["backend"], cfg["loader"]
-    name = backend["name"]
-    if backend.get("num_threads") is not None and name != "spdl":
-        problems.append(f"backend.num_threads={backend['num_threads']}: only backend=spdl has it (its thread pool)")
-    if name == "dataloader":
+def loading_stack(name: str) -> Any:
+    """The class a loading stack's module declares (``STACK``), or None when there is no such stack.
+    Its module imports nothing heavy: the knobs it declares are read here, before any job."""
+    module_name = f"{STACKS_PACKAGE}.{name}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name == module_name:
+            return None
+        raise
+    return getattr(module, "STACK", None)
+
+
+def _check_backend(spec: Config, problems: list[str]) -> None:
+    backend, loader = spec.backend, spec.loader
+    stack = loading_stack(backend.name)
+    if stack is None:
+        problems.append(f"backend.name={backend.name}: no such loading stack; valid: {', '.join(stack_names())}")
         return
-    package = "spdl" if name == "spdl" else "torchdata"
-    if importlib.util.find_spec(package) is None:
-        problems.append(f"backend={name} needs {package}, which is not installed: pip install -e \".[backends]\"")
-    has = BACKEND_COMMON + BACKEND_EXTRA.get(name, ())
-    for knob, unset in LOADER_DEFAULTS.items():
-        if knob not in has and loader[knob] != unset:
-            problems.append(f"loader.{knob}={_show(loader[knob])}: backend={name} has no such knob; with it set: "
-                            f"{', '.join(has)}")
-    if loader["num_workers"] < 1:
-        problems.append(f"loader.num_workers={loader['num_workers']}: backend={name} loads on a pool of num_workers "
+    for option in (f.name for f in dataclasses.fields(BackendConfig) if f.name != "name"):
+        value = getattr(backend, option)
+        if option not in stack.options and value != getattr(BackendConfig(), option):
+            owners = [n for n in stack_names() if option in getattr(loading_stack(n), "options", ())]
+            problems.append(f"backend.{option}={show(value)}: only {', '.join(f'backend={n}' for n in owners)} has it")
+    name = backend.name
+    if stack.requires and importlib.util.find_spec(stack.requires) is None:
+        problems.append(f"backend={name} needs {stack.requires}, which is not installed: "
+                        f"pip install -e \".[{stack.extra}]\"")
+    for knob in (f.name for f in dataclasses.fields(LoaderConfig)):
+        value = getattr(loader, knob)
+        if knob not in stack.knobs and value != getattr(DEFAULT_LOADER, knob):
+            problems.append(f"loader.{knob}={show(value)}: backend={name} has no such knob; with it set: "
+                            f"{', '.join(stack.knobs)}")
+    if stack.pool and loader.num_workers < 1:
+        problems.append(f"loader.num_workers={loader.num_workers}: backend={name} loads on a pool of num_workers "
                         "threads or processes; valid: >= 1")
-    if loader["batch_size"] is None:
+    if stack.whole_batches and loader.batch_size is None:
         problems.append(f"loader.batch_size=null: backend={name} maps whole batches of indices; give a batch_size")
-    if cfg["dist"]["nproc_per_node"] > 1:
-        problems.append(f"dist.nproc_per_node={cfg['dist']['nproc_per_node']}: ranks run backend=dataloader only")
+    if not stack.ranks and spec.dist.nproc_per_node > 1:
+        problems.append(f"dist.nproc_per_node={spec.dist.nproc_per_node}: ranks run backend=dataloader only")
 
 
-def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list[str], cpus: int,
-                  ranks: int = 1) -> None:
-    workers = loader["num_workers"]
-    if loader["batch_size"] is None:
-        if loader["drop_last"]:
+def _check_loader(loader: LoaderConfig, problems: list[str], warnings: list[str], cpus: int, ranks: int = 1) -> None:
+    workers = loader.num_workers
+    if loader.batch_size is None:
+        if loader.drop_last:
             problems.append("loader.drop_last=true: needs a loader.batch_size (null turns batching off: each "
                             "item of the dataset is already a batch, and there is no short last batch to drop)")
-    elif loader["batch_size"] < 1:
-        problems.append(f"loader.batch_size={loader['batch_size']}: must be null (the dataset's items are batches) "
+    elif loader.batch_size < 1:
+        problems.append(f"loader.batch_size={loader.batch_size}: must be null (the dataset's items are batches) "
                         "or an integer >= 1")
     if workers < 0:
         problems.append(f"loader.num_workers={workers}: must be >= 0 (0 loads in the main process)")
@@ -168,10 +145,10 @@ def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list
     if dropped:
         warnings.append(f"{', '.join(dropped)} not applied: with num_workers=0 there are no workers to configure "
                         "(DataLoader refuses them), so this run loads without")
-    if loader["prefetch_factor"] is not None and loader["prefetch_factor"] < 1:
-        problems.append(f"loader.prefetch_factor={loader['prefetch_factor']}: must be null or an integer >= 1")
-    if loader["timeout"] < 0:
-        problems.append(f"loader.timeout={_show(loader['timeout'])}: must be >= 0 seconds (0 waits forever)")
+    if loader.prefetch_factor is not None and loader.prefetch_factor < 1:
+        problems.append(f"loader.prefetch_factor={loader.prefetch_factor}: must be null or an integer >= 1")
+    if loader.timeout < 0:
+        problems.append(f"loader.timeout={show(loader.timeout)}: must be >= 0 seconds (0 waits forever)")
     if ranks > 1 and ranks * workers > cpus:
         warnings.append(f"dist.nproc_per_node={ranks} x loader.num_workers={workers} = {ranks * workers} workers "
                         f"exceed the {cpus} CPUs this process may use: the ranks' workers compete for cores")
@@ -179,57 +156,46 @@ def _check_loader(loader: Mapping[str, Any], problems: list[str], warnings: list
         warnings.append(
             f"loader.num_workers={workers} exceeds the {cpus} CPUs this process may use: workers compete for cores"
         )
-    if not loader["in_order"] and workers == 0:
+    if not loader.in_order and workers == 0:
         warnings.append("loader.in_order=false has no effect with num_workers=0")
 
 
-def _imported(key: str, path: str, problems: list[str], hint: str = "") -> Any:
-    """What a dotted path names, or None with the problem (the key, the path, why) recorded."""
-    try:
-        from hydra.utils import get_method
-
-        return get_method(path)
-    except Exception as error:  # ImportError, AttributeError, ValueError from Hydra
-        problems.append(f"{key}={path}: cannot be imported ({str(error).splitlines()[0]}){hint}")
-        return None
-
-
-def _check_bench(bench: Mapping[str, Any], problems: list[str]) -> None:
+def _check_bench(bench: BenchConfig, problems: list[str]) -> None:
     for key in ("batches", "epochs", "min_repeats", "max_repeats"):
-        if bench[key] < 1:
-            problems.append(f"bench.{key}={bench[key]}: must be >= 1")
-    if bench["repeats"] is not None and bench["repeats"] < 1:
-        problems.append(f"bench.repeats={bench['repeats']}: must be null (adaptive) or >= 1")
-    if bench["max_repeats"] < bench["min_repeats"]:
-        problems.append(f"bench.max_repeats={bench['max_repeats']}: must be >= bench.min_repeats={bench['min_repeats']}")
-    if bench["min_window_s"] < 0:
-        problems.append(f"bench.min_window_s={_show(bench['min_window_s'])}: must be >= 0")
-    if bench["warmup_batches"] < 0:
-        problems.append(f"bench.warmup_batches={bench['warmup_batches']}: must be >= 0")
+        if getattr(bench, key) < 1:
+            problems.append(f"bench.{key}={getattr(bench, key)}: must be >= 1")
+    if bench.repeats is not None and bench.repeats < 1:
+        problems.append(f"bench.repeats={bench.repeats}: must be null (adaptive) or >= 1")
+    if bench.max_repeats < bench.min_repeats:
+        problems.append(f"bench.max_repeats={bench.max_repeats}: must be >= bench.min_repeats={bench.min_repeats}")
+    if bench.min_window_s < 0:
+        problems.append(f"bench.min_window_s={show(bench.min_window_s)}: must be >= 0")
+    if bench.warmup_batches < 0:
+        problems.append(f"bench.warmup_batches={bench.warmup_batches}: must be >= 0")
     for key in ("seconds", "max_run_seconds", "job_timeout_s", "stall_s", "resource_interval_s", "precision"):
-        if bench[key] <= 0:
-            problems.append(f"bench.{key}={_show(bench[key])}: must be > 0")
+        if getattr(bench, key) <= 0:
+            problems.append(f"bench.{key}={show(getattr(bench, key))}: must be > 0")
 
 
-def _check_step(step: Mapping[str, Any], problems: list[str]) -> None:
-    if step["ms"] < 0:
-        problems.append(f"step.ms={step['ms']}: must be >= 0")
-    if step["size"] < 1 or step["repeat"] < 1:
-        problems.append(f"step.size={step['size']}, step.repeat={step['repeat']}: both must be >= 1")
+def _check_step(step: StepConfig, problems: list[str]) -> None:
+    if step.ms < 0:
+        problems.append(f"step.ms={step.ms}: must be >= 0")
+    if step.size < 1 or step.repeat < 1:
+        problems.append(f"step.size={step.size}, step.repeat={step.repeat}: both must be >= 1")
 
 
-def _check_rank_gpus(cfg: Mapping[str, Any], cuda_available: bool, gpus: Optional[int], problems: list[str]) -> None:
-    ranks, device = cfg["dist"]["nproc_per_node"], cfg["device"]["type"]
+def _check_rank_gpus(spec: Config, cuda_available: bool, gpus: Optional[int], problems: list[str]) -> None:
+    ranks, device = spec.dist.nproc_per_node, show(spec.device.type)
     if ranks > 1 and cuda_available and device != "cpu" and gpus is not None and ranks > gpus:
         problems.append(f"dist.nproc_per_node={ranks} with device.type={device}: each rank uses its own GPU and this "
                         f"host has {gpus}; valid here: 1..{gpus}, or device.type=cpu")
 
 
-def _check_device(cfg: Mapping[str, Any], cuda_available: bool, problems: list[str], warnings: list[str]) -> None:
-    device = cfg["device"]["type"]
+def _check_device(spec: Config, cuda_available: bool, problems: list[str], warnings: list[str]) -> None:
+    device = show(spec.device.type)
     if device == "cuda" and not cuda_available:
         problems.append("device.type=cuda: CUDA is not available on this machine; valid here: auto, cpu")
-    if cfg["loader"]["pin_memory"]:
+    if spec.loader.pin_memory:
         if not cuda_available:
             warnings.append(
                 "loader.pin_memory=true with no accelerator: the DataLoader skips pinning, "
@@ -241,36 +207,10 @@ def _check_device(cfg: Mapping[str, Any], cuda_available: bool, problems: list[s
             )
 
 
-def _check_target(group: str, node: Mapping[str, Any], problems: list[str]) -> None:
-    """The ``_target_`` must import and accept the node's arguments (bound, not called)."""
-    target = node.get("_target_")
-    if target is None:
-        if group == "dataset":
-            problems.append("dataset._target_ is missing: a dataset node names its class or factory")
-        return
-    factory = _imported(f"{group}._target_", target, problems)
-    if factory is None:
-        return
-    try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError):
-        return  # builtins without a signature: nothing to check
-    kwargs = {k: v for k, v in node.items() if k not in META_KEYS and not k.startswith("_")}
-    params = signature.parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        unknown = sorted(set(kwargs) - set(params))
-        if unknown:
-            valid = ", ".join(name for name in params if name not in ("self", "transform", "data_source"))
-            problems.append(f"{group}: {target} takes no argument {', '.join(unknown)}; valid: {valid}")
-            return
-    placeholders = [object()] if node.get("_partial_") else []  # a sampler gets its dataset later
-    try:
-        signature.bind_partial(*placeholders, **kwargs)
-    except TypeError as error:
-        problems.append(f"{group}: {target}: {error}")
-
-
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
+    """A setting's value as the user wrote it: ``5``, not ``5.0``; ``spawn``, not ``MpContext.spawn``."""
+    if isinstance(value, Enum):
+        return str(value.value)
     if isinstance(value, float):
-        return f"{value:g}"  # 5, not 5.0: as the user wrote it
+        return f"{value:g}"
     return param_text(value)

@@ -1,30 +1,28 @@
-"""Config nodes -> dataset, sampler and DataLoader, with ``hydra.utils.instantiate``.
+"""Spec nodes -> dataset, sampler and DataLoader, with ``hydra.utils.instantiate``.
 
-Every node is plain data here (``config.to_plain``): nothing from OmegaConf reaches a worker.
+Every node is plain data here (:class:`~loaderexp.config.schema.TargetNode`, a resolved dict):
+nothing from OmegaConf reaches a worker.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-from typing import Any, Callable, Mapping, Optional
+from enum import Enum
+from typing import Any, Callable, Optional
 
 from hydra.errors import InstantiationException
 from hydra.utils import get_method, instantiate
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
-from loaderexp.config.schema import META_KEYS
+from loaderexp.config.schema import LoaderConfig, TargetNode
 
 
-def arguments(node: Mapping[str, Any]) -> dict[str, Any]:
-    """A node without its descriptive keys: what ``instantiate`` passes to the target."""
-    return {k: v for k, v in node.items() if k not in META_KEYS}
-
-
-def build_transform(transform_node: Mapping[str, Any]) -> Optional[Callable]:
+def build_transform(node: TargetNode) -> Optional[Callable]:
     """The transform callable, or None for ``transform=none`` (``auto`` is resolved in config)."""
-    if "_target_" not in transform_node:
+    if node.target is None:
         return None
-    return instantiate(arguments(transform_node), _convert_="all")
+    return instantiate(node.arguments, _convert_="all")
 
 
 def accepts(target: str, parameter: str) -> bool:
@@ -41,34 +39,35 @@ class DatasetError(ValueError):
     """The configured dataset could not be built; the message names the key and what to do."""
 
 
-def build_dataset(dataset_node: Mapping[str, Any], transform: Optional[Callable]) -> Dataset:
-    node = arguments(dataset_node)
-    if transform is not None and accepts(node["_target_"], "transform"):
-        node["transform"] = transform
+def build_dataset(node: TargetNode, transform: Optional[Callable]) -> Dataset:
+    arguments = node.arguments
+    if transform is not None and accepts(node.target, "transform"):
+        arguments["transform"] = transform
     try:
-        return instantiate(node, _convert_="all")
+        return instantiate(arguments, _convert_="all")
     except InstantiationException as error:
-        raise DatasetError(_explain_build_error(dataset_node, error.__cause__ or error)) from error
+        raise DatasetError(_explain_build_error(node, error.__cause__ or error)) from error
 
 
-def _explain_build_error(node: Mapping[str, Any], cause: BaseException) -> str:
+def _explain_build_error(node: TargetNode, cause: BaseException) -> str:
     """Hydra's "Error in call to target" without the key or the path, said with both."""
     if isinstance(cause, OSError) and cause.filename:
         path = str(cause.filename)
-        keys = [k for k, v in node.items() if isinstance(v, str) and v and path.startswith(v.rstrip("/"))]
-        key = max(keys, key=lambda k: len(node[k]), default=None)
-        where = f"dataset.{key}={node[key]}" if key else f"dataset._target_={node['_target_']}"
+        values = node.node
+        keys = [k for k, v in values.items() if isinstance(v, str) and v and path.startswith(v.rstrip("/"))]
+        key = max(keys, key=lambda k: len(values[k]), default=None)
+        where = f"dataset.{key}={values[key]}" if key else f"dataset._target_={node.target}"
         return (f"{where}: {cause.strerror or type(cause).__name__}: {path}; point it at a folder that exists and "
                 "can be written (generated data sets are written there once; data_root or LOADEREXP_DATA_ROOT "
                 "moves them all), or at the real data")
-    return f"dataset._target_={node['_target_']}: {type(cause).__name__}: {cause}"
+    return f"dataset._target_={node.target}: {type(cause).__name__}: {cause}"
 
 
-def build_sampler(sampler_node: Mapping[str, Any], dataset: Dataset) -> Optional[Sampler]:
+def build_sampler(node: TargetNode, dataset: Dataset) -> Optional[Sampler]:
     """The configured sampler over ``dataset``; None for iterable datasets (they order themselves)."""
-    if isinstance(dataset, IterableDataset) or "_target_" not in sampler_node:
+    if isinstance(dataset, IterableDataset) or node.target is None:
         return None
-    partial = instantiate(arguments(sampler_node), _convert_="all")
+    partial = instantiate(node.arguments, _convert_="all")
     return partial(dataset) if callable(partial) and not isinstance(partial, Sampler) else partial
 
 
@@ -77,11 +76,13 @@ def callable_at(path: Optional[str]) -> Optional[Callable]:
     return get_method(path) if path else None
 
 
-def build_loader(dataset: Dataset, sampler: Optional[Sampler], loader: Mapping[str, Any], **extra: Any) -> DataLoader:
-    """A DataLoader from the ``loader`` node: each of its keys is the DataLoader argument of that name
+def build_loader(dataset: Dataset, sampler: Optional[Sampler], loader: LoaderConfig, **extra: Any) -> DataLoader:
+    """A DataLoader from the loader spec: each of its fields is the DataLoader argument of that name
     (``LoaderConfig``), so a new knob needs no code here; None keeps DataLoader's own default.
     Functions are given as dotted paths and imported here."""
-    kwargs = dict(loader, sampler=sampler)
+    kwargs = {f.name: getattr(loader, f.name) for f in dataclasses.fields(loader)}
+    kwargs = {k: v.value if isinstance(v, Enum) else v for k, v in kwargs.items()}
+    kwargs["sampler"] = sampler
     for key in ("collate_fn", "worker_init_fn"):
         kwargs[key] = callable_at(kwargs[key])
     if "batch_sampler" in extra:  # it batches (and drops the last batch) itself

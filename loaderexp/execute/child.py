@@ -18,13 +18,15 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import time
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Optional
 
 import psutil
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from loaderexp.config.schema import Config
 from loaderexp.execute.faults import describe_exit
+from loaderexp.execute.messages import Done, Exited, Failed, Planned, RunJob, Started
 
 _context: Optional[Any] = None
 POLL_S = 0.2
@@ -58,15 +60,12 @@ def prestart(preload: tuple[str, ...] = ()) -> None:
     forkserver.ensure_running()
 
 
-def target_modules(config: Mapping[str, Any]) -> tuple[str, ...]:
-    """loaderexp's own modules that the config's ``_target_`` nodes name (CIFAR-10's pulls in
+def target_modules(spec: Config) -> tuple[str, ...]:
+    """loaderexp's own modules that the spec's ``_target_`` nodes name (CIFAR-10's pulls in
     torchvision.datasets, a second per job otherwise).  A user's module is not preloaded: what it
     opens at import would be shared by every job's process."""
-    found = []
-    for group in ("dataset", "transform", "sampler"):
-        target = (config.get(group) or {}).get("_target_") or ""
-        if target.startswith("loaderexp."):
-            found.append(target.rsplit(".", 1)[0])
+    found = [node.target.rsplit(".", 1)[0] for node in (spec.dataset, spec.transform, spec.sampler)
+             if (node.target or "").startswith("loaderexp.")]
     return tuple(dict.fromkeys(found))
 
 
@@ -74,15 +73,21 @@ class PrestartCallback(Callback):
     """Hydra callback (conf/hydra/default.yaml): the measuring processes' server starts with the app."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if config.bench.isolate:
-            prestart(target_modules(config))
+        from loaderexp.config import composed_spec
+
+        try:
+            spec = composed_spec(config)
+        except Exception:  # noqa: BLE001 - a bad config is the job's to report; the server starts with it then
+            return
+        if spec.bench.isolate:
+            prestart(target_modules(spec))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.on_run_start(config)
 
 
 def _host_child(conn) -> None:
-    from loaderexp.result import host_facts
+    from loaderexp.execute.host import host_facts
 
     try:
         conn.send(host_facts())
@@ -92,7 +97,7 @@ def _host_child(conn) -> None:
 
 @functools.lru_cache(maxsize=1)
 def host_facts_isolated() -> dict[str, Any]:
-    """:func:`~loaderexp.result.host_facts` from a throwaway child of the forkserver, which has torch
+    """:func:`~loaderexp.execute.host.host_facts` from a throwaway child of the forkserver, which has torch
     loaded already: the app never imports torch (seconds at start and again at exit), and CUDA is
     initialised only in that child, as in each measuring process."""
     ctx = _mp_context()
@@ -177,78 +182,98 @@ class StallWatch:
         return now - self.changed > self.limit
 
 
-def measure_in_child(
-    cfg: Mapping[str, Any],
-    limit_s: float,
-    on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
-):
-    """``measure_job(cfg)`` in a killable process forked by the dataset holder (execute/holder.py);
+def measure_in_child(spec: Config, limit_s: float, on_batch: Optional[Callable[[int, Optional[int]], None]] = None):
+    """``measure_on_node(spec)`` in a killable process forked by the dataset holder (execute/holder.py);
     raises MeasurementError on failure, hang, stall or crash."""
     from loaderexp.execute.holder import discard, holder_for
 
-    holder = holder_for(_mp_context(), cfg)
-    holder.conn.send(("job", dict(cfg)))
-    started = time.monotonic()
-    deadline = started + limit_s
-    watch = StallWatch(cfg["bench"]["stall_s"], started)
-    total: Optional[int] = None
-    pid: Optional[int] = None
-    outcome: Any = None  # the measurement, or the MeasurementError to raise
-    finished = 0.0
-    clean = False
+    holder = holder_for(_mp_context(), spec)
+    holder.conn.send(RunJob(spec))
+    job = WatchedJob(holder, spec.bench.stall_s, limit_s, on_batch)
     try:
+        return job.wait()
+    finally:
+        if not job.clean:  # killed, failed or interrupted: nothing of this job or its holder goes on
+            if job.pid is not None:
+                kill_tree(job.pid)
+            discard()
+
+
+class WatchedJob:
+    """The app's side of one job in the holder: the messages it answers, its time limit and its stalls."""
+
+    def __init__(self, holder: Any, stall_s: float, limit_s: float, on_batch: Optional[Callable]):
+        self.holder, self.limit_s, self.on_batch = holder, limit_s, on_batch
+        started = time.monotonic()
+        self.deadline = started + limit_s
+        self.watch = StallWatch(stall_s, started)
+        self.total: Optional[int] = None
+        self.pid: Optional[int] = None
+        self.outcome: Any = None  # the measurement, or the MeasurementError to raise
+        self.finished = 0.0
+        self.clean = False
+
+    def wait(self) -> Any:
+        conn = self.holder.conn
         while True:
-            if holder.conn.poll(POLL_S):
+            if conn.poll(POLL_S):
                 try:
-                    message = holder.conn.recv()
+                    message = conn.recv()
                 except EOFError:
                     break
-                kind = message[0]
-                if kind == "started":
-                    pid = message[1]
-                elif kind == "total":
-                    total = message[1]
-                elif kind == "done":
-                    outcome, finished = message[1], time.monotonic()
-                elif kind == "error":
-                    outcome, finished = MeasurementError(message[1], message[2], message[3]), time.monotonic()
-                    if pid is None:  # the holder could not build the dataset, and has ended
-                        raise outcome
-                elif kind == "exited":  # the measuring process and its workers are gone
-                    if isinstance(outcome, MeasurementError):
-                        raise outcome
-                    if outcome is not None:
-                        clean = message[2] == 0
-                        return outcome
-                    raise MeasurementError("Crash", f"the measuring process {describe_exit(message[2])} "
-                                           "without a result")
-            elif not holder.alive():
+                if self.take(message):
+                    return self.outcome
+            elif not self.holder.alive():
                 break
             now = time.monotonic()
-            if outcome is not None and now - finished > EXIT_WAIT_S:  # it answered but will not end
-                if isinstance(outcome, MeasurementError):
-                    raise outcome
-                return outcome  # killed on the way out, with its holder
-            watch.see(holder.batches.value, now)
-            if on_batch is not None and watch.count:
-                on_batch(watch.count, total)
-            if now > deadline:
-                raise MeasurementError(
-                    "Timeout", f"the job passed its wall-clock limit bench.job_timeout_s={limit_s:g} and was killed"
-                )
-            if watch.stalled(now):
-                states = process_states(pid if pid is not None else holder.process.pid)
-                raise MeasurementError(
-                    "Stalled",
-                    f"no batch for {now - watch.changed:.0f} s ({watch.count} measured so far; limit "
-                    f"{watch.limit:.0f} s: bench.stall_s={watch.stall_s:g}, or {STALL_GAPS}x the longest gap "
-                    f"between batches, {watch.longest_gap:.2f} s); killed; {states}",
-                )
-        holder.process.join(10)
-        raise MeasurementError("Crash", f"the process holding the dataset {describe_exit(holder.process.exitcode)} "
-                               "without a result")
-    finally:
-        if not clean:  # killed, failed or interrupted: nothing of this job or its holder goes on
-            if pid is not None:
-                kill_tree(pid)
-            discard()
+            if self.outcome is not None and now - self.finished > EXIT_WAIT_S:  # it answered but will not end
+                return self.answer()  # killed on the way out, with its holder
+            self.check(now)
+        self.holder.process.join(10)
+        raise MeasurementError("Crash", f"the process holding the dataset "
+                               f"{describe_exit(self.holder.process.exitcode)} without a result")
+
+    def take(self, message: Any) -> bool:
+        """Note one message; True once the measuring process and its workers are gone with a result."""
+        if isinstance(message, Started):
+            self.pid = message.pid
+        elif isinstance(message, Planned):
+            self.total = message.total
+        elif isinstance(message, Done):
+            self.outcome, self.finished = message.measurement, time.monotonic()
+        elif isinstance(message, Failed):
+            self.outcome = MeasurementError(message.kind, message.message, message.details)
+            self.finished = time.monotonic()
+            if self.pid is None:  # the holder could not build the dataset, and has ended
+                raise self.outcome
+        elif isinstance(message, Exited):
+            if self.outcome is None:
+                raise MeasurementError("Crash", f"the measuring process {describe_exit(message.status)} "
+                                       "without a result")
+            self.clean = message.status == 0 and not isinstance(self.outcome, MeasurementError)
+            self.answer()
+            return True
+        return False
+
+    def answer(self) -> Any:
+        if isinstance(self.outcome, MeasurementError):
+            raise self.outcome
+        return self.outcome
+
+    def check(self, now: float) -> None:
+        """The progress bar, then the job's limits: its wall-clock time and a stall."""
+        watch = self.watch
+        watch.see(self.holder.batches.value, now)
+        if self.on_batch is not None and watch.count:
+            self.on_batch(watch.count, self.total)
+        if now > self.deadline:
+            raise MeasurementError(
+                "Timeout", f"the job passed its wall-clock limit bench.job_timeout_s={self.limit_s:g} and was killed")
+        if watch.stalled(now):
+            states = process_states(self.pid if self.pid is not None else self.holder.process.pid)
+            raise MeasurementError(
+                "Stalled",
+                f"no batch for {now - watch.changed:.0f} s ({watch.count} measured so far; limit "
+                f"{watch.limit:.0f} s: bench.stall_s={watch.stall_s:g}, or {STALL_GAPS}x the longest gap "
+                f"between batches, {watch.longest_gap:.2f} s); killed; {states}",
+            )

@@ -8,11 +8,7 @@ process that finds them ready.  A fork starts from the holder's pristine copy, s
 does to its dataset (caches filled, files opened, a stream consumed) reaches the next job.  The
 job's memory counts the holder's share of the pages they have in common (``forked_from``).
 
-Messages on the one pipe: main -> holder ``("job", cfg)``; holder -> main ``("started", pid)`` and,
-once that process is gone, ``("exited", pid, status)``; the measuring process -> main ``("total",
-n)`` and ``("done", measurement)`` or ``("error", kind, message, traceback)``, which the holder also
-sends when it could not build the dataset.  After anything but a clean job the holder is
-discarded, so no stale message or state can reach the next job.
+The messages on the pipe between them are typed (:mod:`.messages`).
 """
 
 from __future__ import annotations
@@ -21,24 +17,27 @@ import atexit
 import json
 import os
 import sys
-import traceback
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Optional
+
+from loaderexp.config.compose import plain
+from loaderexp.config.schema import Config
+from loaderexp.execute.messages import Done, Exited, Planned, RunJob, Started, failure
 
 
-def dataset_key(cfg: Mapping[str, Any]) -> str:
+def dataset_key(spec: Config) -> str:
     """What the holder builds from (the dataset node, its python_path included, the transform and the
     seed): a job reuses the holder only when all of these are the same."""
-    return json.dumps([cfg["dataset"], cfg["transform"], cfg["bench"]["seed"]], sort_keys=True, default=str)
+    return json.dumps([plain(spec.dataset), plain(spec.transform), spec.bench.seed], sort_keys=True, default=str)
 
 
 class Holder:
     """The main process's handle on one holder process."""
 
-    def __init__(self, ctx: Any, cfg: Mapping[str, Any]):
-        self.key = dataset_key(cfg)
+    def __init__(self, ctx: Any, spec: Config):
+        self.key = dataset_key(spec)
         self.conn, child_end = ctx.Pipe(duplex=True)
         self.batches = ctx.RawValue("q", 0)  # written by the measuring process per batch, read here
-        self.process = ctx.Process(target=_holder_main, args=(dict(cfg), child_end, self.batches),
+        self.process = ctx.Process(target=_holder_main, args=(spec, child_end, self.batches),
                                    name="loaderexp-dataset")
         self.process.start()
         child_end.close()
@@ -57,13 +56,13 @@ class Holder:
 _current: Optional[Holder] = None
 
 
-def holder_for(ctx: Any, cfg: Mapping[str, Any]) -> Holder:
+def holder_for(ctx: Any, spec: Config) -> Holder:
     """The holder of this job's dataset: the last job's when it is the same, else a new one."""
     global _current
-    if _current is not None and (_current.key != dataset_key(cfg) or not _current.alive()):
+    if _current is not None and (_current.key != dataset_key(spec) or not _current.alive()):
         discard()
     if _current is None:
-        _current = Holder(ctx, cfg)
+        _current = Holder(ctx, spec)
     return _current
 
 
@@ -78,41 +77,41 @@ def discard() -> None:
 atexit.register(discard)  # before multiprocessing joins its children at exit: the holder must end first
 
 
-def _holder_main(cfg: Mapping[str, Any], conn: Any, batches: Any) -> None:
+def _holder_main(spec: Config, conn: Any, batches: Any) -> None:
     import torch
 
     from loaderexp.config import apply_python_path, check_targets
     from loaderexp.execute.job import configured_dataset
 
     try:
-        apply_python_path(cfg)  # the forkserver started before this job's python_path was known
-        check_targets(cfg)
+        apply_python_path(spec)  # the forkserver started before this job's python_path was known
+        check_targets(spec)
         threads = torch.get_num_threads()
         # One thread while building: an OpenMP pool started here would not survive the forks.
         torch.set_num_threads(1)
-        dataset = configured_dataset(cfg)
+        dataset = configured_dataset(spec)
     except BaseException as error:  # noqa: BLE001 - the job's error, as the measuring process sends it
-        conn.send(("error", type(error).__name__, str(error), traceback.format_exc(limit=20)))
+        conn.send(failure(error))
         conn.close()
         return
     try:
         while True:
             try:
-                message = conn.recv()
+                job: RunJob = conn.recv()
             except (EOFError, OSError):  # the app is done with this dataset
                 return
             batches.value = 0
             pid = os.fork()
             if pid == 0:
-                _measure(message[1], conn, batches, dataset, threads)  # never returns
-            conn.send(("started", pid))
+                _measure(job.spec, conn, batches, dataset, threads)  # never returns
+            conn.send(Started(pid))
             _, status = os.waitpid(pid, 0)
-            conn.send(("exited", pid, os.waitstatus_to_exitcode(status)))
+            conn.send(Exited(pid, os.waitstatus_to_exitcode(status)))
     except (KeyboardInterrupt, BrokenPipeError):  # Ctrl-C reaches the whole group; the app records it
         return
 
 
-def _measure(cfg: Mapping[str, Any], conn: Any, batches: Any, dataset: Any, threads: int) -> None:
+def _measure(spec: Config, conn: Any, batches: Any, dataset: Any, threads: int) -> None:
     """The measuring process: one job on the holder's dataset, its result down the pipe, then exit."""
     code = 0
     try:
@@ -124,17 +123,17 @@ def _measure(cfg: Mapping[str, Any], conn: Any, batches: Any, dataset: Any, thre
         from loaderexp.config import apply_python_path
         from loaderexp.execute.ranks import measure_on_node
 
-        apply_python_path(cfg)  # this job's step may live elsewhere than the first job's
+        apply_python_path(spec)  # this job's step may live elsewhere than the first job's
         torch.set_num_threads(threads)
         multiprocessing.set_start_method(worker_start_method(), force=True)
         holder = psutil.Process(os.getppid())
         forked_from = (holder.pid, holder.ppid())  # the holder, and the forkserver it came from
-        measured = measure_on_node(cfg, on_batch=heartbeat(batches, conn), dataset=dataset, forked_from=forked_from)
-        conn.send(("done", measured))
+        measured = measure_on_node(spec, on_batch=heartbeat(batches, conn), dataset=dataset, forked_from=forked_from)
+        conn.send(Done(measured))
     except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data
         code = 1
         try:
-            conn.send(("error", type(error).__name__, str(error), traceback.format_exc(limit=20)))
+            conn.send(failure(error))
         except BaseException:  # noqa: BLE001 - the pipe is gone: the exit status says it
             pass
     finally:
@@ -159,6 +158,6 @@ def heartbeat(batches: Any, conn: Any) -> Callable[[int, Optional[int]], None]:
         batches.value = done
         if total != planned[0]:
             planned[0] = total
-            conn.send(("total", total))
+            conn.send(Planned(total))
 
     return beat

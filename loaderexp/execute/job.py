@@ -1,44 +1,40 @@
-"""One job's measurement, from a plain config to metrics: dataset -> sampler -> loader -> loop.
+"""One job's measurement, from the typed spec to a typed Measurement: dataset -> sampler -> stack -> loop.
 
-Takes plain values only (no DictConfig, no Hydra app, no MLflow): the runner calls it, and so
-can a script or a test.
+Takes the spec only (no DictConfig, no Hydra app, no MLflow): the runner calls it, and so can a
+script or a test.  What the measurement means is named later, once (``loaderexp.result.figures``).
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import random
-import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterator, Optional
 from warnings import catch_warnings, filterwarnings
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset, default_collate
+from torch.utils.data import IterableDataset
 
 from loaderexp.config import ConfigError, check_targets
-from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform, callable_at
-from loaderexp.measure.batches import batches_table
-from loaderexp.measure.delivery import DeliveryTracker, RecordingBatchSampler, instrumented
-from loaderexp.measure.loop import BudgetSpec, RepeatTiming, run_windows, whole_rounds
+from loaderexp.config.schema import BenchConfig, Config, LoaderConfig, StepConfig
+from loaderexp.config.targets import step_knobs
+from loaderexp.config.validation import loading_stack
+from loaderexp.data.build import build_dataset, build_sampler, build_transform, callable_at
+from loaderexp.loading.base import LoadingStack
+from loaderexp.measure.delivery import DeliveryTracker
+from loaderexp.measure.loop import whole_rounds
+from loaderexp.measure.records import BudgetSpec, LoaderFacts, Measurement
+from loaderexp.measure.repeats import RepeatPlan, repeat_until_precise
 from loaderexp.measure.resources import ResourceMonitor
 from loaderexp.measure.shm import shm_preflight
-from loaderexp.measure.stats import spread, summarize
-from loaderexp.measure.steps import Consumer, make_step
+from loaderexp.measure.steps import Consumer
 from loaderexp.measure.transfer import HostToDevice
 
-
-@dataclass
-class JobMeasurement:
-    metrics: dict[str, float]
-    info: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
-    batches_csv: str = ""  # per-batch timings, one row per measured batch
+OnBatch = Callable[[int, Optional[int]], None]  # (batches measured so far, the planned total)
 
 
-def resolve_device(kind: str) -> torch.device:
+def resolve_device(kind: Any) -> torch.device:
+    kind = getattr(kind, "value", kind)
     if kind == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(kind)
@@ -50,40 +46,38 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def configured_dataset(cfg: Mapping[str, Any]) -> Any:
-    """The dataset and transform the config names, built after seeding (a dataset may draw from the
+def configured_dataset(spec: Config) -> Any:
+    """The dataset and transform the spec names, built after seeding (a dataset may draw from the
     global generators as it is made): the dataset holder and an in-process job build it this one way."""
-    seed_everything(cfg["bench"]["seed"])
-    return build_dataset(cfg["dataset"], build_transform(cfg["transform"]))
+    seed_everything(spec.bench.seed)
+    return build_dataset(spec.dataset, build_transform(spec.transform))
 
 
-def budget_from(bench: Mapping[str, Any], loader: Mapping[str, Any]) -> BudgetSpec:
+def budget_from(bench: BenchConfig, loader: LoaderConfig) -> BudgetSpec:
     """The measured budget of one repeat; with workers, warm-up and windows follow the rounds.
 
     The warm-up lasts at least the pipeline's depth (``num_workers x prefetch_factor`` batches are
     in flight when the first arrives), and a window holds whole rounds of ``num_workers`` batches.
     Whole epochs are timed whole: there the warm-up stays as configured.
     """
-    workers = loader["num_workers"]
-    warmup = bench["warmup_batches"]
-    if bench["budget"] != "epochs":
-        warmup = max(warmup, workers * (loader["prefetch_factor"] or 2))
-    return BudgetSpec(
-        mode=bench["budget"],
-        warmup_batches=warmup,
-        batches=bench["batches"],
-        epochs=bench["epochs"],
-        seconds=bench["seconds"],
-        max_seconds=bench["max_run_seconds"],
-        round_size=max(workers, 1),
-        min_seconds=bench["min_window_s"],
-    )
+    mode = bench.budget.value
+    warmup = bench.warmup_batches
+    if mode != "epochs":
+        warmup = max(warmup, loader.num_workers * (loader.prefetch_factor or 2))
+    return BudgetSpec(mode=mode, warmup_batches=warmup, batches=bench.batches, epochs=bench.epochs,
+                      seconds=bench.seconds, max_seconds=bench.max_run_seconds,
+                      round_size=max(loader.num_workers, 1), min_seconds=bench.min_window_s)
 
 
-def repeat_range(bench: Mapping[str, Any]) -> tuple[int, int]:
+def repeat_range(bench: BenchConfig) -> tuple[int, int]:
     """(fewest, most) repeats: fixed by ``bench.repeats``, else adaptive."""
-    fixed = bench["repeats"]
-    return (fixed, fixed) if fixed else (bench["min_repeats"], bench["max_repeats"])
+    fixed = bench.repeats
+    return (fixed, fixed) if fixed else (bench.min_repeats, bench.max_repeats)
+
+
+def repeat_plan(bench: BenchConfig) -> RepeatPlan:
+    fewest, most = repeat_range(bench)
+    return RepeatPlan(fewest, most, bench.precision, fixed=bool(bench.repeats), stop_below=bench.stop_below)
 
 
 def planned_batches(budget: BudgetSpec, repeats: int, batches_per_epoch: Optional[int]) -> Optional[int]:
@@ -95,105 +89,24 @@ def planned_batches(budget: BudgetSpec, repeats: int, batches_per_epoch: Optiona
     return None
 
 
-def measured_loader(
-    dataset: Any, sampler_cfg: Mapping[str, Any], loader_cfg: Mapping[str, Any], sampler: Optional[Any] = None,
-    backend: Optional[Mapping[str, Any]] = None,
-) -> tuple[Any, Optional[RecordingBatchSampler]]:
-    """The configured loader as loaderexp measures it: for a map-style dataset, the sampler's
-    indices recorded and, with workers, each batch tagged with its indices (the delivery check).
-    ``backend`` other than dataloader: the same batches through another stack (execute/backends.py)."""
-    other = backend is not None and backend["name"] != "dataloader"
-    if isinstance(dataset, IterableDataset):
-        if other:
-            raise ConfigError([f"backend={backend['name']}: the dataset is an IterableDataset, which orders and "
-                               "batches itself; the backends map batches of indices: use backend=dataloader"])
-        return build_loader(dataset, None, loader_cfg), None
-    sampler = sampler if sampler is not None else build_sampler(sampler_cfg, dataset)
-    sampler = sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset)
-    recorder = RecordingBatchSampler(sampler, loader_cfg["batch_size"], loader_cfg["drop_last"])
-    if other:
-        from loaderexp.execute.backends import backend_loader
-
-        collate = callable_at(loader_cfg["collate_fn"]) or default_collate
-        return backend_loader(backend, dataset, recorder, loader_cfg, collate), recorder
-    dataset, extra = instrumented(dataset, recorder, loader_cfg["num_workers"], callable_at(loader_cfg["collate_fn"]))
-    loader = build_loader(dataset, extra.pop("sampler", None), loader_cfg, **extra)
-    return loader, recorder
+def stack_for(spec: Config) -> LoadingStack:
+    """The loading stack the spec names (``backend=``), built from it."""
+    stack = loading_stack(spec.backend.name)
+    if stack is None:
+        raise ConfigError([f"backend.name={spec.backend.name}: no such loading stack"])
+    return stack(spec)
 
 
-def repeat_until_precise(
-    loader: Any,
-    budget: BudgetSpec,
-    bench: Mapping[str, Any],
-    delivery: DeliveryTracker,
-    consumer: Optional[Consumer],
-    on_batch: Optional[Callable[[int], None]],
-) -> tuple[list[RepeatTiming], str]:
-    """Repeats until they agree to ``bench.precision`` (IQR/median, from ``min_repeats`` up to
-    ``max_repeats``), or ``bench.repeats`` of them; and why it stopped.
-
-    A repeat is one window of a single warmed-up stream (the next starts where the last ended,
-    as torch.utils.benchmark's blocks do); with ``bench.budget=epochs`` each repeat is its own
-    stream of whole epochs from a fresh iterator.
-    """
-    fewest, most = repeat_range(bench)
-
-    floor = bench.get("stop_below")
-    pruned = False
-
-    def another(repeats: list[RepeatTiming]) -> bool:
-        nonlocal pruned
-        if len(repeats) >= most:
-            return False
-        if floor is not None and len(repeats) == 1 and repeats[0].samples_per_s < floor:
-            # Clearly behind after its first window (which starts an epoch and so never pays a
-            # restart of the workers): no more windows can bring it within reach of the best.
-            pruned = True
-            return False
-        if bench["repeats"] or len(repeats) < fewest:
-            return True
-        return spread([r.samples_per_s for r in repeats]).relative > bench["precision"]
-
-    if budget.mode != "epochs":
-        repeats = run_windows(loader, budget, delivery, consumer, time.perf_counter, on_batch, another)
-    else:
-        repeats = []
-        while not repeats or another(repeats):
-            done_before = sum(r.batches for r in repeats)
-
-            def counted(done: int) -> None:
-                on_batch(done_before + done)  # type: ignore[misc]
-
-            repeats += run_windows(loader, budget, delivery, consumer, time.perf_counter,
-                                   counted if on_batch is not None else None)
-            if consumer is not None:
-                consumer.flush()  # a prefetched batch still pending is stepped outside the window
-    if consumer is not None:
-        consumer.flush()
-    if pruned:
-        return repeats, "pruned"
-    if bench["repeats"]:
-        return repeats, "fixed"
-    precise = spread([r.samples_per_s for r in repeats]).relative <= bench["precision"]
-    return repeats, "precise" if precise else "max_repeats"
+def build_step(step: StepConfig, device: torch.device) -> Optional[Callable[[Any], Any]]:
+    """The step the spec's ``_target_`` names, called with the device and the knobs it takes; None: load only."""
+    factory = callable_at(step._target_)
+    return None if factory is None else factory(device, **step_knobs(factory, step))
 
 
 # torch's warnings for what a run records itself (more workers than CPUs, pin_memory without an
 # accelerator): a sweep prints one line per job, not the same advice twice per job.
 RECORDED_WARNINGS = (r"This DataLoader will create \d+ worker processes in total",
                      r".*'pin_memory' argument is set as true but no accelerator is found")
-
-
-def measure_job(
-    cfg: Mapping[str, Any],
-    on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
-    dataset: Optional[Any] = None,
-    forked_from: tuple[int, ...] = (),
-) -> JobMeasurement:
-    """:func:`measure` in this one process, with torch's warnings for what the run records itself
-    left out (several ranks: :func:`loaderexp.execute.ranks.measure_on_node`)."""
-    with quiet_torch_warnings():
-        return measure(cfg, on_batch, dataset, forked_from)
 
 
 @contextmanager
@@ -204,112 +117,93 @@ def quiet_torch_warnings() -> Iterator[None]:
         yield
 
 
-def measure(
-    cfg: Mapping[str, Any],
-    on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
-    dataset: Optional[Any] = None,
-    forked_from: tuple[int, ...] = (),
-    sampler: Optional[Any] = None,
-    after_windows: Optional[Callable[[Any], None]] = None,
-) -> JobMeasurement:
-    """Build the configured loader and measure it: repeats until they agree to ``bench.precision``
-    (IQR/median, at least ``bench.min_repeats``, at most ``bench.max_repeats``), or exactly
-    ``bench.repeats`` times when that is set.
+def measure_job(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[Any] = None,
+                forked_from: tuple[int, ...] = ()) -> Measurement:
+    """:func:`measure` in this one process, with torch's warnings for what the run records itself
+    left out (several ranks: :func:`loaderexp.execute.ranks.measure_on_node`)."""
+    with quiet_torch_warnings():
+        return measure(spec, on_batch, dataset, forked_from)
+
+
+def measure(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[Any] = None,
+            forked_from: tuple[int, ...] = (), sampler: Optional[Any] = None,
+            after_windows: Optional[Callable[[Any], None]] = None, device: Optional[str] = None) -> Measurement:
+    """Build the spec's loader and measure it, repeat by repeat (:func:`repeat_until_precise`).
 
     ``dataset`` replaces the configured one (the benchmark measures both loops on one instance).
     ``forked_from`` are the processes this one was forked from with torch loaded or the dataset
     built (execute/holder.py): the memory figures count their share of the pages in common.
-    A rank passes its ``sampler`` (DistributedSampler) and ``after_windows(loader)``, which keeps
-    it loading while the other ranks still measure.
+    A rank passes its ``sampler`` (DistributedSampler), its ``device`` and ``after_windows(loader)``,
+    which keeps it loading while the other ranks still measure.
     """
-    check_targets(cfg)  # the imports it needs are this process's anyway: first, before any dataset
-    loader_cfg, bench = cfg["loader"], cfg["bench"]
-    device = resolve_device(cfg["device"]["type"])
-    if dataset is None:
-        dataset = configured_dataset(cfg)
-    seed_everything(bench["seed"])  # the loop starts from the seed, wherever the dataset was built
+    check_targets(spec)  # the imports it needs are this process's anyway: first, before any dataset
+    target = resolve_device(device or spec.device.type)
+    dataset = configured_dataset(spec) if dataset is None else dataset
+    seed_everything(spec.bench.seed)  # the loop starts from the seed, wherever the dataset was built
     iterable = isinstance(dataset, IterableDataset)
-    warnings: list[str] = []
-    if iterable and cfg["sampler"].get("name") not in (None, "sequential"):
-        warnings.append(f"sampler={cfg['sampler'].get('name')} ignored: an IterableDataset orders its own samples")
-    backend = cfg["backend"]
-    loader, recorder = measured_loader(dataset, cfg["sampler"], loader_cfg, sampler, backend)
-    try:
-        dataset_length: Optional[int] = len(dataset)  # type: ignore[arg-type]
-    except TypeError:
-        dataset_length = None
-    try:
-        batches_per_epoch: Optional[int] = len(loader)
-    except TypeError:
-        batches_per_epoch = None
-    delivery = DeliveryTracker(
-        recorder=recorder,
-        dataset_length=dataset_length,
-        batch_size=loader_cfg["batch_size"],
-        drop_last=loader_cfg["drop_last"],
-        in_order=loader_cfg["in_order"],
-        num_workers=loader_cfg["num_workers"],
-        tagged=None if backend["name"] == "dataloader" else recorder is not None,  # the backends tag every batch
-    )
-    warnings += shm_preflight(dataset, iterable, loader_cfg)
-    to_device = HostToDevice(device, cfg["device"]["non_blocking"])
-    step_cfg = cfg["step"]
-    step = make_step(step_cfg, device, callable_at(step_cfg.get("_target_")))
-    consumer = Consumer(to_device, step, prefetch=cfg["device"]["prefetch"])
+    warnings = []
+    if iterable and spec.sampler.name not in (None, "sequential"):
+        warnings.append(f"sampler={spec.sampler.name} ignored: an IterableDataset orders its own samples")
+    stack = stack_for(spec)
+    loader, delivery = measured_loader(spec, dataset, sampler, stack)
+    loader_spec = spec.loader
+    warnings += shm_preflight(dataset, iterable, loader_spec.batch_size, loader_spec.num_workers,
+                              loader_spec.prefetch_factor)
+    to_device = HostToDevice(target, spec.device.non_blocking)
+    consumer = Consumer(to_device, build_step(spec.step, target), prefetch=spec.device.prefetch)
     # Nothing to copy, pin-check or compute: leave the per-batch hook out of the hot loop.
-    idle = step is None and device.type == "cpu" and not torch.cuda.is_available()
-    budget = budget_from(bench, loader_cfg)
-    total = planned_batches(budget, repeat_range(bench)[0], batches_per_epoch)
-
-    def progress(done: int) -> None:
-        on_batch(done, total)  # type: ignore[misc]
-
-    gpu_index = (device.index or 0) if device.type == "cuda" else None
-    with ResourceMonitor(bench["resource_interval_s"], gpu_index=gpu_index, forked_from=forked_from) as monitor:
-        repeats, stopped = repeat_until_precise(loader, budget, bench, delivery, None if idle else consumer,
-                                                progress if on_batch is not None else None)
+    idle = consumer.step is None and target.type == "cpu" and not torch.cuda.is_available()
+    budget, plan = budget_from(spec.bench, loader_spec), repeat_plan(spec.bench)
+    total = planned_batches(budget, plan.fewest, _length(loader))
+    gpu_index = (target.index or 0) if target.type == "cuda" else None
+    with ResourceMonitor(spec.bench.resource_interval_s, gpu_index=gpu_index, forked_from=forked_from) as monitor:
+        windows, stopped = repeat_until_precise(loader, budget, plan, delivery, None if idle else consumer,
+                                                None if on_batch is None else lambda done: on_batch(done, total))
         if after_windows is not None:
             after_windows(loader)
-    resources = monitor.stats()  # stopped, with a last sample, on leaving the block
+    facts = _facts(stack, dataset, loader, target)
     del loader  # persistent workers end here, not at interpreter exit
+    record = delivery.record()
+    warnings += [f"delivery check failed: {p}" for p in record.problems]
+    return Measurement(windows=windows, stopped=stopped, budget=budget, noise_threshold=spec.bench.noise_threshold,
+                       transfer=to_device.stats(), step=consumer.times(), resources=monitor.stats(),
+                       delivery=record, facts=facts, warnings=warnings)
 
-    transfer = to_device.stats()
-    metrics, info = summarize(repeats, consumer, transfer, bench, batches_per_epoch, step_cfg["kind"] != "none")
-    info.update(repeats_stopped=stopped, warmup_batches=budget.warmup_batches, round_size=budget.round_size,
-                repeat_rates=[round(r.samples_per_s, 1) for r in repeats])
-    if stopped == "pruned":
-        metrics["pruned"] = 1.0
-    info["backend"] = backend["name"]
-    if loader_cfg["num_workers"] > 0 and backend["name"] in ("dataloader", "nodes_process"):
-        info["worker_start_method"] = loader_cfg["multiprocessing_context"] or multiprocessing.get_start_method()
-    metrics.update(resources.gpu_metrics())
-    if resources.gpu_note:
-        info["gpu_metrics"] = resources.gpu_note
-    if device.type == "cuda":
-        metrics["cuda_allocated_peak_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
-    metrics.update(
-        cpu_percent_mean=resources.cpu_percent_mean,
-        cpu_percent_peak=resources.cpu_percent_peak,
-        pss_peak_mb=resources.pss_peak_mb,
-        uss_peak_mb=resources.uss_peak_mb,
-        processes_peak=resources.processes_peak,
-    )
-    if resources.shm_peak_mb is not None:
-        metrics["shm_peak_mb"] = resources.shm_peak_mb
-    info.update(
+
+def measured_loader(spec: Config, dataset: Any, sampler: Optional[Any] = None,
+                    stack: Optional[LoadingStack] = None) -> tuple[Any, DeliveryTracker]:
+    """The spec's loader as loaderexp measures it, over the spec's sampler (a rank's own, if given), and
+    the tracker that checks what it delivers: for a map-style dataset every index the sampler handed
+    out, exactly once."""
+    stack = stack or stack_for(spec)
+    iterable = isinstance(dataset, IterableDataset)
+    if not iterable:
+        sampler = sampler if sampler is not None else build_sampler(spec.sampler, dataset)
+        sampler = sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset)
+    loader, recorder = stack.build(dataset, sampler, iterable)
+    loader_spec = spec.loader
+    delivery = DeliveryTracker(recorder=recorder, dataset_length=_length(dataset), batch_size=loader_spec.batch_size,
+                               drop_last=loader_spec.drop_last, in_order=loader_spec.in_order,
+                               num_workers=loader_spec.num_workers,
+                               tagged=recorder is not None if stack.tags_batches else None)
+    return loader, delivery
+
+
+def _facts(stack: LoadingStack, dataset: Any, loader: Any, device: torch.device) -> LoaderFacts:
+    return LoaderFacts(
+        backend=stack.name,
         device=str(device),
         data_source=getattr(dataset, "data_source", "user"),
-        dataset_length=dataset_length,
-        batches_per_epoch=batches_per_epoch,
-        delivery_ok=delivery.ok,
-        delivery_problems=delivery.problems,
-        delivery_epochs_checked=len(delivery.epochs),
+        dataset_length=_length(dataset),
+        batches_per_epoch=_length(loader),
+        worker_start_method=stack.worker_start_method(),
+        mean_sample_bytes=getattr(dataset, "mean_sample_bytes", None),
+        cuda_allocated_peak_mb=torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None,
     )
-    if delivery.ok is not None:
-        metrics["delivery_ok"] = float(delivery.ok)
-    warnings += [f"delivery check failed: {p}" for p in delivery.problems]
-    mean_bytes = getattr(dataset, "mean_sample_bytes", None)
-    if mean_bytes:
-        # Files read per second: the steady sample rate times the mean file size on disk.
-        metrics["read_mb_per_s"] = metrics["throughput_samples_per_s"] * mean_bytes / 1e6
-    return JobMeasurement(metrics=metrics, info=info, warnings=warnings, batches_csv=batches_table(repeats))
+
+
+def _length(sized: Any) -> Optional[int]:
+    try:
+        return len(sized)
+    except TypeError:
+        return None

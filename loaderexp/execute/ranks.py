@@ -18,32 +18,26 @@ others (their workers follow their parent), and the error names the rank and its
 from __future__ import annotations
 
 import logging
-import math
 import multiprocessing
 import os
 import signal
-import statistics
 import threading
 import time
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, NamedTuple, Optional, Union
 
-from loaderexp.execute.job import JobMeasurement, configured_dataset, measure, measure_job, quiet_torch_warnings
+from loaderexp.config.schema import Config, TargetNode
+from loaderexp.execute.job import OnBatch, configured_dataset, measure, measure_job, quiet_torch_warnings
+from loaderexp.measure.records import Measurement, NodeMeasurement
 
-# Summed over ranks: rates and what each rank's processes hold; the rest takes the worst rank.
-SUMMED = ("throughput_samples_per_s", "throughput_mb_per_s", "read_mb_per_s", "cpu_percent_mean",
-          "cpu_percent_peak", "pss_peak_mb", "uss_peak_mb", "processes_peak", "measured_samples", "measured_batches")
-LOWEST = ("delivery_ok", "pinned_fraction", "h2d_gbps")
-# Per-rank figures kept as metrics of their own (rank0.throughput_samples_per_s, ...).
-PER_RANK = ("throughput_samples_per_s", "time_to_first_batch_s", "wait_p95_ms", "pss_peak_mb", "cpu_percent_mean")
 LINGER_REPORT_EVERY = 8  # batches between heartbeats while a rank waits for the others
 
 
-def measure_on_node(cfg: Mapping[str, Any], on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
-                    dataset: Optional[Any] = None, forked_from: tuple[int, ...] = ()) -> JobMeasurement:
+def measure_on_node(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[Any] = None,
+                    forked_from: tuple[int, ...] = ()) -> Union[Measurement, NodeMeasurement]:
     """A job's measurement: in this process, or ``dist.nproc_per_node`` ranks loading at once."""
-    if cfg["dist"]["nproc_per_node"] > 1:
-        return measure_ranks(cfg, on_batch)  # each rank builds its own dataset, as under torchrun
-    return measure_job(cfg, on_batch, dataset, forked_from)
+    if spec.dist.nproc_per_node > 1:
+        return measure_ranks(spec, on_batch)  # each rank builds its own dataset, as under torchrun
+    return measure_job(spec, on_batch, dataset, forked_from)
 
 
 class RankFailed(RuntimeError):
@@ -59,13 +53,22 @@ def core_shares(cores: list[int], ranks: int) -> list[list[int]]:
     return [cores[r * share:(r + 1) * share] for r in range(ranks)]
 
 
-def rank_sampler(dataset: Any, sampler_cfg: Mapping[str, Any], world: int, rank: int, seed: int) -> Any:
+def rank_sampler(dataset: Any, sampler: TargetNode, world: int, rank: int, seed: int) -> Any:
     """What one rank of a data-parallel job loads: its 1/world share (random: reshuffled with the seed)."""
     from torch.utils.data import DistributedSampler
 
-    shuffle = sampler_cfg.get("shuffle", sampler_cfg.get("name") == "random")
+    shuffle = sampler.get("shuffle", sampler.name == "random")
     return DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=bool(shuffle), seed=seed,
-                              drop_last=bool(sampler_cfg.get("drop_last", False)))
+                              drop_last=bool(sampler.get("drop_last", False)))
+
+
+class RankOutcome(NamedTuple):
+    """What a rank hands back through the launcher."""
+
+    measurement: Measurement
+    share: list[int]  # its epoch-0 indices: the launcher checks that the shares cover the data
+    cores: Optional[list[int]]
+    pid: int
 
 
 def _rank_device(device_type: str, local_rank: int) -> str:
@@ -79,7 +82,7 @@ def _rank_device(device_type: str, local_rank: int) -> str:
     return f"cuda:{local_rank}"
 
 
-def rank_main(cfg: dict[str, Any], progress: Any, cores: Optional[list[int]]) -> dict[str, Any]:
+def rank_main(spec: Config, progress: Any, cores: Optional[list[int]]) -> RankOutcome:
     """One rank: set up, line up with the others, measure, keep loading until all have measured."""
     import torch.distributed as dist
 
@@ -92,10 +95,10 @@ def rank_main(cfg: dict[str, Any], progress: Any, cores: Optional[list[int]]) ->
     # On an error the group is left open, not destroyed: closing it would fail the other ranks first
     # ("connection closed by peer") and could make them look like the cause; the launcher stops them.
     dist.init_process_group("gloo")
-    cfg = {**cfg, "device": {**cfg["device"], "type": _rank_device(cfg["device"]["type"], local_rank)}}
-    dataset = configured_dataset(cfg)
-    sampler = rank_sampler(dataset, cfg["sampler"], world, rank, cfg["bench"]["seed"])
-    share = list(sampler)  # epoch 0's indices: the launcher checks that the shares cover the data
+    device = _rank_device(spec.device.type.value, local_rank)
+    dataset = configured_dataset(spec)
+    sampler = rank_sampler(dataset, spec.sampler, world, rank, spec.bench.seed)
+    share = list(sampler)
     count = [0]
 
     def heartbeat(done: int, total: Optional[int]) -> None:
@@ -116,26 +119,24 @@ def rank_main(cfg: dict[str, Any], progress: Any, cores: Optional[list[int]]) ->
 
     dist.barrier()  # every rank built its dataset: start loading together
     with quiet_torch_warnings():
-        measured = measure(cfg, heartbeat, dataset, sampler=sampler, after_windows=linger)
+        measured = measure(spec, heartbeat, dataset, sampler=sampler, after_windows=linger, device=device)
     dist.destroy_process_group()
-    return {"metrics": measured.metrics, "info": measured.info, "warnings": measured.warnings,
-            "batches_csv": measured.batches_csv, "share": share, "cores": cores, "pid": os.getpid()}
+    return RankOutcome(measured, share, cores, os.getpid())
 
 
-def measure_ranks(cfg: Mapping[str, Any], on_batch: Optional[Callable[[int, Optional[int]], None]] = None
-                  ) -> JobMeasurement:
+def measure_ranks(spec: Config, on_batch: Optional[OnBatch] = None) -> NodeMeasurement:
     """Start ``dist.nproc_per_node`` ranks with torch's elastic launcher and combine their figures."""
     import torch.multiprocessing as mp
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    ranks = cfg["dist"]["nproc_per_node"]
-    start_method = cfg["dist"]["start_method"]
+    ranks = spec.dist.nproc_per_node
+    start_method = spec.dist.start_method.value
     # The launcher logs each failure at length; the run's error says it once, in a line.
     for name in ("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     cores = sorted(os.sched_getaffinity(0))
-    shares = core_shares(cores, ranks) if cfg["dist"]["cpu_affinity"] else [None] * ranks
+    shares = core_shares(cores, ranks) if spec.dist.cpu_affinity else [None] * ranks
     progress = mp.get_context(start_method).SimpleQueue()
     launch = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=ranks, run_id=f"loaderexp-{os.getpid()}",
                           rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", max_restarts=0, monitor_interval=0.1,
@@ -146,22 +147,27 @@ def measure_ranks(cfg: Mapping[str, Any], on_batch: Optional[Callable[[int, Opti
     try:
         # Each rank needs its own core share: the launcher passes the same arguments to all, so the
         # shares travel as one list and a rank picks its own by LOCAL_RANK.
-        returned = elastic_launch(launch, _rank_entry)(dict(cfg), progress, shares)
+        returned = elastic_launch(launch, _rank_entry)(spec, progress, shares)
     except ChildFailedError as error:
         raise RankFailed(_failure_text(error)) from None
     finally:
         stop.set()
         forwarder.join(timeout=5)
-    return combine([returned[r] for r in sorted(returned)], cfg)
+    outcomes = [returned[r] for r in sorted(returned)]
+    length = outcomes[0].measurement.facts.dataset_length
+    problems, padding = _check_shares([o.share for o in outcomes], length)
+    return NodeMeasurement(ranks=[o.measurement for o in outcomes], start_method=start_method,
+                           cores=[o.cores for o in outcomes] if spec.dist.cpu_affinity else None,
+                           share_problems=problems, padding=padding)
 
 
-def _rank_entry(cfg: dict[str, Any], progress: Any, shares: list[Optional[list[int]]]) -> dict[str, Any]:
+def _rank_entry(spec: Config, progress: Any, shares: list[Optional[list[int]]]) -> RankOutcome:
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    return record(rank_main)(cfg, progress, shares[int(os.environ["LOCAL_RANK"])])
+    return record(rank_main)(spec, progress, shares[int(os.environ["LOCAL_RANK"])])
 
 
-def _forward(progress: Any, ranks: int, on_batch: Optional[Callable], stop: threading.Event) -> None:
+def _forward(progress: Any, ranks: int, on_batch: Optional[OnBatch], stop: threading.Event) -> None:
     """Heartbeats to the job's watcher: only when every rank has moved, so one hung rank is a stall."""
     counts = [0] * ranks
     total: Optional[int] = None
@@ -207,52 +213,6 @@ def _failure_text(error: Any) -> str:
     return f"rank {rank} (pid {failure.pid}) failed: {headline}" + ("\n" + "\n".join(lines) if len(lines) > 1 else "")
 
 
-def combine(per_rank: list[dict[str, Any]], cfg: Mapping[str, Any]) -> JobMeasurement:
-    """One run's figures from its ranks': rates and resources summed, times from the slowest rank."""
-    world = len(per_rank)
-    metrics: dict[str, float] = {}
-    for key in per_rank[0]["metrics"]:
-        values = [r["metrics"][key] for r in per_rank if key in r["metrics"]]
-        if key in SUMMED:
-            metrics[key] = sum(values)
-        elif key in LOWEST:
-            metrics[key] = min(values)
-        else:
-            metrics[key] = max(values)
-    rates = [r["metrics"]["throughput_samples_per_s"] for r in per_rank]
-    metrics.update(
-        throughput_slowest_rank_samples_per_s=min(rates),
-        throughput_synchronous_samples_per_s=world * min(rates),  # a step that waits for every rank
-        rank_spread_rel=(max(rates) - min(rates)) / statistics.median(rates) if min(rates) > 0 else math.nan,
-        ranks=float(world),
-    )
-    for rank, result in enumerate(per_rank):
-        for key in PER_RANK:
-            if key in result["metrics"]:
-                metrics[f"rank{rank}.{key}"] = result["metrics"][key]
-    info = dict(per_rank[0]["info"])
-    problems = [f"rank {r}: {p}" for r, result in enumerate(per_rank) for p in result["info"]["delivery_problems"]]
-    share_problems, padding = _check_shares([r["share"] for r in per_rank], info.get("dataset_length"))
-    problems += share_problems
-    info.update(
-        ranks=world,
-        rank_start_method=cfg["dist"]["start_method"],
-        rank_cores=[r["cores"] for r in per_rank] if cfg["dist"]["cpu_affinity"] else None,
-        rank_devices=[r["info"]["device"] for r in per_rank],
-        delivery_ok=all(r["info"]["delivery_ok"] is not False for r in per_rank) and not share_problems,
-        delivery_problems=problems,
-        delivery_across_ranks=(f"the {world} ranks' shares cover the {info.get('dataset_length')} samples"
-                               + (f"; DistributedSampler repeats {padding} to give every rank as many" if padding
-                                  else " exactly once")),
-        dist_padding_samples=padding,
-    )
-    metrics["delivery_ok"] = float(info["delivery_ok"])
-    warnings = sorted({w for r in per_rank for w in r["warnings"]})
-    warnings += [f"delivery check failed: {p}" for p in share_problems]
-    csv = "".join(_with_rank(r["batches_csv"], rank, first=rank == 0) for rank, r in enumerate(per_rank))
-    return JobMeasurement(metrics=metrics, info=info, warnings=warnings, batches_csv=csv)
-
-
 def _check_shares(shares: list[list[int]], length: Optional[int]) -> tuple[list[str], int]:
     """Do the ranks' epoch-0 shares cover every sample, and only the padding twice?"""
     total = sum(len(s) for s in shares)
@@ -266,11 +226,3 @@ def _check_shares(shares: list[list[int]], length: Optional[int]) -> tuple[list[
     if padding < 0 or padding >= len(shares):
         problems.append(f"the ranks' shares hold {total} indices for {length} samples and {len(shares)} ranks")
     return problems, max(padding, 0)
-
-
-def _with_rank(csv: str, rank: int, first: bool) -> str:
-    lines = csv.splitlines()
-    if not lines:
-        return ""
-    body = [f"{rank},{line}" for line in lines[1:]]
-    return "\n".join(([f"rank,{lines[0]}"] if first else []) + body) + "\n"

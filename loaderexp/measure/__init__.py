@@ -1,10 +1,12 @@
-"""Measure: the timed loop and everything it records, from a built DataLoader to per-job figures.
+"""Measure: the timed loop and everything it records, from a built loader to a typed Measurement.
 
-Owns the measured loop and its budgets (:mod:`.loop`), the consumer a batch goes to (the copy to
-the device, :mod:`.transfer`, then a stand-in step, :mod:`.steps`), the resources of the process
-tree (:mod:`.resources`), the shared-memory pre-flight (:mod:`.shm`), the delivery check
-(:mod:`.delivery`), and the statistics that turn repeats into figures (:mod:`.stats`,
-:mod:`.batches`).  It imports torch, numpy and psutil only: no Hydra, no OmegaConf, no MLflow,
-and no other loaderexp package, so a test can drive it with a fake clock and a benchmark can set
-it against a bare loop.  ``tests/test_layout.py`` checks this.
+Owns the measured loop and its budgets (:mod:`.loop`), how many windows a run takes
+(:mod:`.repeats`), the consumer a batch goes to (the copy to the device, :mod:`.transfer`, then a
+step, :mod:`.steps`), the resources of the process tree (:mod:`.resources`), the shared-memory
+pre-flight (:mod:`.shm`), the delivery check (the wrappers that tag batches, :mod:`.tagging`, and
+the checker, :mod:`.delivery`), and the records a measurement is made of (:mod:`.records`, pure
+Python, which the app unpickles without torch; :mod:`.batches` writes their per-batch table).  It
+imports torch, numpy and psutil only: no Hydra, no OmegaConf, no MLflow, and no other loaderexp
+package, so a test can drive it with a fake clock and a benchmark can set it against a bare loop.
+``tests/test_layout.py`` checks this.
 """

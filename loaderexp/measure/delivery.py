@@ -1,151 +1,26 @@
 """Did the loader deliver what the sampler promised?  A fast loader that loses data is not fast.
 
-The sampler is wrapped so the main process records every index it hands out.  With workers,
-the dataset is wrapped too, so each batch travels back with the indices it was fetched for:
-batches cross a process boundary, several in flight, and can be lost, repeated or reordered.
-Without workers the main process fetches each batch itself, right after the sampler yields its
-indices, so what the sampler yielded is what was fetched: the recorder and a count of batches
-are the whole check, and nothing is added to the batch.  After each epoch (or a partial one,
-when the measured budget ends first) the delivered indices are compared with the recorded ones
-and with the sampler's promise: every index exactly once for samplers without replacement,
-``num_samples`` indices for samplers with replacement, and the last short batch missing under
-``drop_last``.  Iterable datasets order themselves, so for them only the count is checked
-against ``len(dataset)``: a dataset that does not shard across workers delivers every sample
-once per worker.
+What each batch delivered is known from the wrappers of :mod:`.tagging`: its tag (the indices it was
+fetched for, with workers), the recording sampler (without workers, what it yielded is what was
+fetched), or only its size (iterable datasets).  After each epoch (or a partial one, when the
+measured budget ends first) the delivered indices are compared with the recorded ones and with the
+sampler's promise: every index exactly once for samplers without replacement, ``num_samples``
+indices for samplers with replacement, and the last short batch missing under ``drop_last``.
+Iterable datasets order themselves, so for them only the count is checked against
+``len(dataset)``: a dataset that does not shard across workers delivers every sample once per worker.
 """
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Sized
+from typing import Any, Callable, Optional, Sized
 
-from torch.utils.data import BatchSampler, Dataset, Sampler, default_collate, default_convert
 from torch.utils.data.distributed import DistributedSampler
 
+from loaderexp.measure.records import DeliveryRecord
+from loaderexp.measure.tagging import IndexLog, PackedIndexLog, RecordingBatchSampler, tags_batches
 from loaderexp.measure.transfer import batch_size_and_bytes
-
-
-class IndexedDataset(Dataset):
-    """Fetches whole batches and tags each with the indices it was fetched for.
-
-    The DataLoader's fetcher calls ``__getitems__`` with a batch's indices when a dataset has it
-    and hands the result straight to the collate function, so the tag rides along as a plain
-    ``(samples, indices)`` pair into :class:`IndexedCollate`: one tuple per batch, nothing per sample.
-    Used with workers only (see the module's docstring).
-    """
-
-    def __init__(self, dataset: Dataset, prebatched: bool = False):
-        self.dataset = dataset
-        self._getitems = getattr(dataset, "__getitems__", None)
-        self.prebatched = prebatched  # batch_size=None: the fetcher asks for one item, a batch, at a time
-
-    def __len__(self) -> int:
-        return len(self.dataset)  # type: ignore[arg-type]
-
-    def __getitem__(self, index: int):
-        return (self.dataset[index], [index]) if self.prebatched else self.dataset[index]
-
-    def __getitems__(self, indices: list[int]) -> tuple[list, list[int]]:
-        dataset = self.dataset
-        samples = self._getitems(indices) if self._getitems else [dataset[i] for i in indices]
-        return samples, indices
-
-
-class IndexedCollate:
-    """``(indices, batch)``: the user's batch exactly as their collate function (default_collate
-    unless ``loader.collate_fn`` names one) makes it, plus its indices packed as int64 bytes.
-    Bytes are what the pin-memory thread passes through untouched (it rebuilds a list element by
-    element, a tensor it pins) and what pickles fastest between processes: the main process
-    unpickles one blob, not an object per index."""
-
-    def __init__(self, collate: Callable[[list], Any] = default_collate):
-        self.collate = collate
-
-    def __call__(self, fetched: tuple[list, list[int]]) -> tuple[bytes, Any]:
-        samples, indices = fetched
-        return array("q", indices).tobytes(), self.collate(samples)
-
-
-class IndexLog:
-    """The indices of one epoch, written into a list sized up front.
-
-    A list that grows as it goes is reallocated a few dozen times an epoch, and each time its
-    new block can land between two batch-sized buffers; the allocator then places later batches
-    in fresh pages, a cost the loader would not have without the harness.  Writing past the
-    size still works (the list grows): that is how a sampler that breaks its promise shows.
-    """
-
-    __slots__ = ("values", "size", "batches")
-    MAX_CAPACITY = 1 << 22  # 32 MiB of list up front at most; a longer epoch grows past it
-
-    def __init__(self, capacity: int):
-        self.values: Any = [0] * min(capacity, self.MAX_CAPACITY)
-        self.size = 0  # items written (indices here, bytes in PackedIndexLog)
-        self.batches = 0
-
-    def add(self, indices: Any) -> None:
-        start = self.size
-        self.values[start : start + len(indices)] = indices
-        self.size = start + len(indices)
-        self.batches += 1
-
-    def recorded(self) -> list[int]:
-        return self.values[: self.size]
-
-
-class PackedIndexLog(IndexLog):
-    """An :class:`IndexLog` of the int64 bytes the tags carry: each batch's tag is copied into a
-    bytearray sized up front (a memcpy) and freed with its batch; unpacked only for the check."""
-
-    __slots__ = ()
-    ITEM = array("q").itemsize
-
-    def __init__(self, capacity: int):
-        super().__init__(0)
-        self.values = bytearray(self.ITEM * min(capacity, self.MAX_CAPACITY))
-
-    def recorded(self) -> list[int]:
-        return array("q", self.values[: self.size]).tolist()
-
-
-class RecordingBatchSampler(Sampler):
-    """Batches of the wrapped sampler's indices, recording the current epoch's as they go out.
-
-    Records per batch, not per index: a generator step per index would cost more than the
-    rest of the harness together on a fast dataset.
-    """
-
-    def __init__(self, sampler: Sampler, batch_size: Optional[int], drop_last: bool):
-        self.sampler = sampler
-        # batch_size=None: each index is an item that is a batch already; it is yielded alone, as
-        # DataLoader's sampler yields it then.
-        self.prebatched = batch_size is None
-        self.batches = BatchSampler(sampler, batch_size or 1, drop_last)
-        self.log = IndexLog(0)
-        self.epoch = 0
-
-    def __iter__(self) -> Iterator[Any]:
-        # As a training loop does: DistributedSampler reshuffles only when told the epoch.
-        if hasattr(self.sampler, "set_epoch"):
-            self.sampler.set_epoch(self.epoch)
-        self.epoch += 1
-        self.log = IndexLog(_length(self.sampler))
-        record = self.log.add
-        for batch in self.batches:
-            record(batch)
-            yield batch[0] if self.prebatched else batch
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-
-def _length(sampler: Any) -> int:
-    try:
-        return len(sampler)
-    except TypeError:  # no length, or one that raises: the log grows instead
-        return 0
 
 
 @dataclass(frozen=True)
@@ -232,23 +107,6 @@ def check_iterable_epoch(dataset_length: Optional[int], delivered: int, complete
                 "(split its stream with torch.utils.data.get_worker_info())"
             )
     return EpochDelivery(complete=complete, delivered=delivered, problems=problems)
-
-
-def tags_batches(num_workers: int) -> bool:
-    """Whether batches carry their indices: only when they cross from worker processes."""
-    return num_workers > 0
-
-
-def instrumented(
-    dataset: Dataset, recorder: RecordingBatchSampler, num_workers: int, collate: Optional[Callable] = None
-) -> tuple[Dataset, dict[str, Any]]:
-    """The dataset and the DataLoader arguments that let :class:`DeliveryTracker` check delivery."""
-    prebatched = recorder.prebatched  # batch_size=None: the recorder is the sampler, collate only converts
-    extra: dict[str, Any] = {"sampler" if prebatched else "batch_sampler": recorder}
-    if tags_batches(num_workers):
-        extra["collate_fn"] = IndexedCollate(collate or (default_convert if prebatched else default_collate))
-        return IndexedDataset(dataset, prebatched), extra
-    return dataset, extra
 
 
 class DeliveryTracker:
@@ -397,3 +255,7 @@ class DeliveryTracker:
     @property
     def problems(self) -> list[str]:
         return [p for e in self.epochs for p in e.problems]
+
+    def record(self) -> DeliveryRecord:
+        """The check's verdict, once the measurement is over."""
+        return DeliveryRecord(ok=self.ok, problems=self.problems, epochs_checked=len(self.epochs))

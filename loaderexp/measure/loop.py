@@ -23,59 +23,19 @@ import math
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from loaderexp.measure.delivery import DeliveryTracker
+from loaderexp.measure.records import BudgetSpec, RepeatTiming
 from loaderexp.measure.transfer import batch_size_and_bytes
 
 Clock = Callable[[], float]
 Process = Callable[[Any, bool], None]  # (batch, measured) -> None: copy to device, train step
-
-
-@dataclass(frozen=True)
-class BudgetSpec:
-    mode: str  # "batches" | "epochs" | "seconds"
-    warmup_batches: int = 5
-    batches: int = 100
-    epochs: int = 1
-    seconds: float = 5.0
-    max_seconds: float = 900.0  # wall-clock limit of one repeat (one window, its warm-up included)
-    round_size: int = 1  # batches per round (one per worker): windows hold whole rounds
-    min_seconds: float = 0.0  # budget=batches: a window lasts at least this long (more rounds if need be)
+Another = Callable[[list[RepeatTiming]], bool]  # more windows after these?
 
 
 class RunTimeout(RuntimeError):
     """A repeat ran past its wall-clock limit."""
-
-
-@dataclass
-class RepeatTiming:
-    startup_s: list[float] = field(default_factory=list)  # iterator creation -> first batch, per epoch
-    epoch_s: list[float] = field(default_factory=list)  # wall time of each complete epoch
-    wait_s: list[float] = field(default_factory=list)  # end of the previous batch's work -> arrival
-    busy_s: list[float] = field(default_factory=list)  # copy + step per measured batch
-    samples: int = 0
-    sample_bytes: float = 0.0  # of one sample, from the first measured batch
-    window_s: float = 0.0  # end of warm-up -> last measured batch processed
-    warmup_s: float = 0.0  # repeat start -> end of warm-up (start-up and warm-up batches)
-    round_size: int = 1
-
-    @property
-    def rounds(self) -> float:
-        return self.batches / self.round_size
-
-    @property
-    def batches(self) -> int:
-        return len(self.wait_s)
-
-    @property
-    def bytes(self) -> int:
-        return round(self.samples * self.sample_bytes)
-
-    @property
-    def samples_per_s(self) -> float:
-        return self.samples / self.window_s if self.window_s > 0 else 0.0
 
 
 def run_repeat(
@@ -97,7 +57,7 @@ def run_windows(
     process: Optional[Process] = None,
     clock: Clock = time.perf_counter,
     on_batch: Optional[Callable[[int], None]] = None,
-    another: Optional[Callable[[list[RepeatTiming]], bool]] = None,
+    another: Optional[Another] = None,
 ) -> list[RepeatTiming]:
     """Measure consecutive windows of one stream of batches under ``budget``.
 
@@ -110,47 +70,94 @@ def run_windows(
     A batch's wait runs from the end of the previous batch's work (or the epoch's start, its
     iterator and workers included) to its arrival; its busy time from arrival to the end of
     ``process``.  The loop's own bookkeeping falls into the next wait, as a training loop's
-    would.  Per batch the loop does as little as a bare ``for batch in loader`` allows: one
-    clock read (two with a step), a few stores and compares, and nothing else: on a fast
-    in-memory dataset each Python operation shows, and what the loop touches between batches
-    evicts what the loader's own code would find in cache.  Everything else (samples, bytes,
-    epoch checks) is counted once, outside the loop.  The timings go into lists sized up front:
-    a list that grows is reallocated every few dozen batches, and a block kept between two
-    batch-sized buffers moves where later batches land, a cost the bare loop would not have.
-    ``on_batch(count)`` follows every measured batch with the count across windows: the
+    would.  ``on_batch(count)`` follows every measured batch with the count across windows: the
     heartbeat that the measuring process's parent watches for stalls, and what the progress bar counts.
     """
-    windows: list[RepeatTiming] = []
-    timing = RepeatTiming(round_size=budget.round_size)
-    capacity = _expected_batches(loader, budget)
-    waits, busies = [0.0] * capacity, [0.0] * capacity  # busy stays 0 without a step
-    count = 0  # measured batches in this window
-    before = 0  # measured batches in the windows before it
-    seen = 0  # batches including warm-up
-    warmup = budget.warmup_batches
-    per_round = budget.round_size
-    batch_limit = whole_rounds(budget.batches, per_round) if budget.mode == "batches" else sys.maxsize
-    seconds = budget.seconds if budget.mode == "seconds" else math.inf
-    min_seconds = budget.min_seconds if budget.mode == "batches" else 0.0
-    take, payload = delivery.take, delivery.payload  # take is None when nothing is logged per batch
-    repeat_start = done = clock()
-    hard_deadline = repeat_start + budget.max_seconds
-    deadline = math.inf
-    window_start: Optional[float] = None
-    delivered_before = delivery.delivered_samples() if warmup == 0 else 0
-    epochs_done = 0
-    finished = False
-    while not finished:
+    stream = Stream(loader, budget, delivery, process, clock, on_batch, another)
+    while not stream.finished:
+        stream.epoch()
+    return stream.close()
+
+
+class Stream:
+    """One stream of batches measured window by window; :meth:`epoch` is the hot loop.
+
+    Per batch the loop does as little as a bare ``for batch in loader`` allows: one clock read (two
+    with a step), a few stores and compares on local names, and nothing else: on a fast in-memory
+    dataset each Python operation shows, and what the loop touches between batches evicts what the
+    loader's own code would find in cache.  Everything else (samples, bytes, epoch checks) is counted
+    once, outside the loop.  The timings go into lists sized up front: a list that grows is
+    reallocated every few dozen batches, and a block kept between two batch-sized buffers moves where
+    later batches land, a cost the bare loop would not have.
+    """
+
+    def __init__(self, loader: Iterable, budget: BudgetSpec, delivery: DeliveryTracker, process: Optional[Process],
+                 clock: Clock, on_batch: Optional[Callable[[int], None]], another: Optional[Another]):
+        self.loader, self.budget, self.delivery, self.process = loader, budget, delivery, process
+        self.clock, self.on_batch, self.another = clock, on_batch, another
+        self.windows: list[RepeatTiming] = []
+        self.capacity = expected_batches(loader, budget)
+        self.batch_limit = whole_rounds(budget.batches, budget.round_size) if budget.mode == "batches" else sys.maxsize
+        self.seconds = budget.seconds if budget.mode == "seconds" else math.inf
+        self.min_seconds = budget.min_seconds if budget.mode == "batches" else 0.0
+        self.before = 0  # measured batches in the windows before this one
+        self.seen = 0  # batches including warm-up
+        self.epochs_done = 0
+        self.finished = False
+        self.start = self.done = clock()
+        self.window_start: Optional[float] = None
+        self.deadline = math.inf
+        self.hard_deadline = self.start + budget.max_seconds
+        self.delivered_before = delivery.delivered_samples() if budget.warmup_batches == 0 else 0
+        self._new_window(RepeatTiming(round_size=budget.round_size))
+
+    def _new_window(self, timing: RepeatTiming) -> None:
+        self.timing = timing
+        self.waits, self.busies = [0.0] * self.capacity, [0.0] * self.capacity  # busy stays 0 without a step
+        self.count = 0  # measured batches in this window
+
+    def _open(self, previous: float, batch: Any) -> None:
+        """The first measured batch: the window starts where the warm-up ended."""
+        self.window_start = previous
+        self.deadline = previous + self.seconds
+        self.timing.warmup_s = previous - self.start
+        samples, size = batch_size_and_bytes(batch)
+        self.timing.sample_bytes = size / max(samples, 1)  # collated samples share a shape
+
+    def _close_window(self, done: float) -> bool:
+        """The window is full: keep it, and say whether the next one starts here, on the same iterator."""
+        _close(self.timing, self.waits, self.busies, self.count, done - self.window_start,
+               self.delivery.delivered_samples() - self.delivered_before)
+        self.windows.append(self.timing)
+        if self.another is None or self.budget.mode == "epochs" or not self.another(self.windows):
+            self.finished = True
+            return False
+        self.before += self.count
+        self._new_window(RepeatTiming(round_size=self.budget.round_size, sample_bytes=self.timing.sample_bytes))
+        self.delivered_before = self.delivery.delivered_samples()
+        # Windows tile the stream: this bookkeeping falls into the next wait.
+        self.window_start = done
+        self.deadline = done + self.seconds
+        self.hard_deadline = done + self.budget.max_seconds
+        return True
+
+    def epoch(self) -> None:  # the hot loop (see the class): long because each batch may touch only locals
+        delivery, clock, process, on_batch = self.delivery, self.clock, self.process, self.on_batch
+        take, payload = delivery.take, delivery.payload  # take is None when nothing is logged per batch
+        warmup, per_round, capacity = self.budget.warmup_batches, self.budget.round_size, self.capacity
+        batch_limit, min_seconds = self.batch_limit, self.min_seconds
+        waits, busies, count, seen, done = self.waits, self.busies, self.count, self.seen, self.done
+        window_start, deadline, hard_deadline = self.window_start, self.deadline, self.hard_deadline
         delivery.start_epoch()
         epoch_start = previous = clock()
         epoch_first = seen
-        iterator = iter(loader)
+        iterator = iter(self.loader)
         complete = False
         try:  # entered once per epoch: nothing is paid per batch
             for batch in iterator:  # `batch` is the only reference, as in a bare loop
                 arrived = clock()
                 if seen == epoch_first:
-                    timing.startup_s.append(arrived - epoch_start)
+                    self.timing.startup_s.append(arrived - epoch_start)
                 if take is not None:
                     take(batch)
                 if process is not None:
@@ -161,11 +168,8 @@ def run_windows(
                 seen += 1
                 if seen > warmup:
                     if window_start is None:
-                        window_start = previous
-                        deadline = window_start + seconds
-                        timing.warmup_s = previous - repeat_start
-                        samples, size = batch_size_and_bytes(payload(batch))
-                        timing.sample_bytes = size / max(samples, 1)  # collated samples share a shape
+                        self._open(previous, payload(batch))
+                        window_start, deadline = self.window_start, self.deadline
                     if count < capacity:
                         waits[count] = arrived - previous
                         busies[count] = done - arrived
@@ -174,31 +178,21 @@ def run_windows(
                         busies.append(done - arrived)
                     count += 1
                     if on_batch is not None:
-                        on_batch(before + count)
+                        on_batch(self.before + count)
                     if count % per_round == 0 and (
                         (count >= batch_limit and done - window_start >= min_seconds) or done >= deadline
                     ):
-                        _close(timing, waits, busies, count, done - window_start,
-                               delivery.delivered_samples() - delivered_before)
-                        windows.append(timing)
-                        if another is None or budget.mode == "epochs" or not another(windows):
-                            finished = True
+                        self.count = count
+                        if not self._close_window(done):
                             break
-                        # The next window starts here, on the same iterator.
-                        timing = RepeatTiming(round_size=per_round, sample_bytes=timing.sample_bytes)
-                        waits, busies = [0.0] * capacity, [0.0] * capacity
-                        before += count
-                        count = 0
-                        delivered_before = delivery.delivered_samples()
-                        # Windows tile the stream: this bookkeeping falls into the next wait.
-                        window_start = previous = done
-                        deadline = window_start + seconds
-                        hard_deadline = window_start + budget.max_seconds
+                        waits, busies, count = self.waits, self.busies, 0
+                        window_start, deadline, hard_deadline = done, self.deadline, self.hard_deadline
+                        previous = done
                         continue
                 elif seen == warmup:
-                    delivered_before = delivery.delivered_samples()
+                    self.delivered_before = delivery.delivered_samples()
                 if done > hard_deadline:
-                    raise RunTimeout(f"a repeat ran past bench.max_run_seconds={budget.max_seconds:g}")
+                    raise RunTimeout(f"a repeat ran past bench.max_run_seconds={self.budget.max_seconds:g}")
                 previous = done
             else:
                 complete = True
@@ -207,23 +201,32 @@ def run_windows(
             if named is error:
                 raise
             raise named from error
-        delivery.end_epoch(complete, seen - epoch_first)
-        if complete:
-            epochs_done += 1
-            timing.epoch_s.append(clock() - epoch_start)
-            if budget.mode == "epochs" and epochs_done >= budget.epochs:
-                finished = True
-            if seen == 0:
-                raise ValueError(
-                    "the loader yielded no batch in a whole epoch "
-                    "(an empty dataset, or drop_last with fewer samples than batch_size)"
-                )
+        self.waits, self.busies, self.count, self.seen, self.done = waits, busies, count, seen, done
+        self._end_epoch(complete, seen - epoch_first, epoch_start)
         del iterator  # shuts non-persistent workers down before the next repeat
-    if not windows or windows[-1] is not timing:  # the budget ended with the epochs, not in a window
-        _close(timing, waits, busies, count, done - window_start if window_start is not None else 0.0,
-               delivery.delivered_samples() - delivered_before if window_start is not None else 0)
-        windows.append(timing)
-    return windows
+
+    def _end_epoch(self, complete: bool, batches: int, epoch_start: float) -> None:
+        self.delivery.end_epoch(complete, batches)
+        if not complete:
+            return
+        self.epochs_done += 1
+        self.timing.epoch_s.append(self.clock() - epoch_start)
+        if self.budget.mode == "epochs" and self.epochs_done >= self.budget.epochs:
+            self.finished = True
+        if self.seen == 0:
+            raise ValueError(
+                "the loader yielded no batch in a whole epoch "
+                "(an empty dataset, or drop_last with fewer samples than batch_size)"
+            )
+
+    def close(self) -> list[RepeatTiming]:
+        """The windows, the last one closed where the budget ended it (with the epochs, not in a window)."""
+        if not self.windows or self.windows[-1] is not self.timing:
+            opened = self.window_start is not None
+            _close(self.timing, self.waits, self.busies, self.count, self.done - self.window_start if opened else 0.0,
+                   self.delivery.delivered_samples() - self.delivered_before if opened else 0)
+            self.windows.append(self.timing)
+        return self.windows
 
 
 def _close(timing: RepeatTiming, waits: list[float], busies: list[float], count: int, window_s: float,
@@ -257,7 +260,7 @@ def whole_rounds(batches: int, round_size: int) -> int:
     return -(-batches // round_size) * round_size
 
 
-def _expected_batches(loader: Iterable, budget: BudgetSpec) -> int:
+def expected_batches(loader: Iterable, budget: BudgetSpec) -> int:
     """Measured batches a repeat will most likely take (its timing lists are sized to it)."""
     if budget.mode == "batches":
         return whole_rounds(budget.batches, budget.round_size)

@@ -21,30 +21,13 @@ import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass
 
 import psutil
 
+from loaderexp.measure.records import ResourceStats
+
 SHM = "/dev/shm"
 MEMORY_DUTY_CYCLE = 0.002  # at most this share of the time spent reading memory maps
-
-
-@dataclass
-class ResourceStats:
-    samples: int
-    cpu_percent_mean: float  # summed over the tree: 100 = one core busy
-    cpu_percent_peak: float
-    pss_peak_mb: float
-    uss_peak_mb: float
-    processes_peak: int
-    shm_peak_mb: float | None  # None where /dev/shm does not exist
-    gpu_util_percent_mean: float | None = None  # None without a GPU or without NVML
-    gpu_memory_used_peak_mb: float | None = None
-    gpu_note: str = ""  # why the GPU was not sampled, when it exists
-
-    def gpu_metrics(self) -> dict[str, float]:
-        found = {"gpu_util_percent_mean": self.gpu_util_percent_mean, "gpu_memory_used_peak_mb": self.gpu_memory_used_peak_mb}
-        return {k: v for k, v in found.items() if v is not None}
 
 
 def shm_used_bytes() -> int | None:

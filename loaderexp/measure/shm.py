@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 import torch
 
@@ -36,19 +36,20 @@ def shm_verdict(needed: int, free: Optional[int]) -> Optional[str]:
     return f"{text}: tight, other processes share it" if needed > free / 2 else None
 
 
-def shm_preflight(dataset: Any, iterable: bool, loader_cfg: Mapping[str, Any]) -> list[str]:
+def shm_preflight(dataset: Any, iterable: bool, batch_size: Optional[int], num_workers: int,
+                  prefetch_factor: Optional[int]) -> list[str]:
     """Check, from one sample's size, that the batches in flight fit in /dev/shm.
 
     An iterable dataset is not read ahead: a one-shot stream would lose the item.
     """
-    if loader_cfg["num_workers"] == 0:
+    if num_workers == 0:
         return []
     if iterable:
         return ["/dev/shm pre-flight skipped: an IterableDataset is not read before its workers start"]
     sample_bytes = sample_bytes_in_probe(dataset)
     if sample_bytes is None:
         return []  # the sample could not be read: the measurement itself will say why
-    needed = shm_needed(sample_bytes, loader_cfg["batch_size"], loader_cfg["num_workers"], loader_cfg["prefetch_factor"])
+    needed = shm_needed(sample_bytes, batch_size, num_workers, prefetch_factor)
     verdict = shm_verdict(needed, resources.shm_free_bytes())
     return [verdict] if verdict else []
 

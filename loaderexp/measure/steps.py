@@ -5,6 +5,8 @@ like a step on an accelerator that the host just waits for.  ``matmul`` does rea
 chosen device *with the batch*: it projects the batch's samples and multiplies on, then waits for
 its own stream (as ``loss.item()`` would), not for every stream.  ``model`` trains a torchvision
 model on the batch (forward, backward, optimizer step), and ``custom`` is the user's own step.
+Each is the factory its ``conf/step/*.yaml`` names as ``_target_``: called with the device and the
+step's knobs its signature names (``ms``, ``size``, ...).
 
 A step cannot start before its batch is on the device: the consumer waits for each copy's end
 event first: on the compute stream for a device step, on the host for ``sleep`` and ``none``.
@@ -13,37 +15,19 @@ event first: on the compute stream for a device step, on the host for ``sleep`` 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
 from loaderexp.measure.loop import Clock
+from loaderexp.measure.records import StepTimes
 from loaderexp.measure.transfer import HostToDevice, tensors_of
 
 
-def make_step(step: Mapping[str, Any], device: torch.device,
-              factory: Optional[Callable[..., Callable[[Any], Any]]] = None) -> Optional[Callable[[Any], None]]:
-    """The configured step; ``factory`` is the imported ``step._target_`` of ``step.kind=custom``."""
-    kind = step["kind"]
-    if kind == "none":
-        return None
-    if kind == "sleep":
-        seconds = step["ms"] / 1000.0
-        return lambda batch: time.sleep(seconds)
-    if kind == "matmul":
-        return MatmulStep(step["size"], step["repeat"], device)
-    if kind == "model":
-        return ModelStep(step["model"], step["num_classes"], step["lr"], device)
-    if kind == "custom" and factory is not None:
-        return factory(device, **(step.get("kwargs") or {}))
-    raise ValueError(f"step.kind={kind!r}; valid: none, sleep, matmul, model, custom (with step._target_)")
-
-
-def model_names() -> list[str]:
-    """The classification models torchvision can build by name."""
-    import torchvision
-
-    return sorted(torchvision.models.list_models(module=torchvision.models))
+def sleep_step(device: torch.device, ms: float) -> Callable[[Any], None]:
+    """``step=sleep``: ``ms`` milliseconds on the host per batch, like a step the host only waits for."""
+    seconds = ms / 1000.0
+    return lambda batch: time.sleep(seconds)
 
 
 class ModelStep:
@@ -56,14 +40,24 @@ class ModelStep:
 
     on_device = True
 
-    def __init__(self, name: str, num_classes: int, lr: float, device: torch.device):
+    def __init__(self, device: torch.device, model: str, num_classes: int, lr: float):
         import torchvision
 
         self.device = device
-        self.model = torchvision.models.get_model(name, weights=None, num_classes=num_classes).to(device).train()
+        self.model = torchvision.models.get_model(model, weights=None, num_classes=num_classes).to(device).train()
         self.num_classes = num_classes
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)
         self.loss = torch.nn.CrossEntropyLoss()
+
+    @staticmethod
+    def config_problems(model: str, **_: Any) -> list[str]:
+        """``step.model`` must be a model torchvision can build by name."""
+        import torchvision
+
+        names = sorted(torchvision.models.list_models(module=torchvision.models))
+        if model in names:
+            return []
+        return [f"step.model={model}: not a torchvision classification model; valid: {', '.join(names)}"]
 
     def __call__(self, batch: Any) -> torch.Tensor:
         images, labels = images_and_labels(batch, self.num_classes)
@@ -105,7 +99,7 @@ class MatmulStep:
 
     on_device = True  # its kernels queue behind the copy on the compute stream
 
-    def __init__(self, size: int, repeat: int, device: torch.device):
+    def __init__(self, device: torch.device, size: int, repeat: int):
         self.device = device
         self.size = size
         self.repeat = repeat
@@ -188,3 +182,8 @@ class Consumer:
             return None
         torch.cuda.synchronize(self.to_device.device)
         return sum(begin.elapsed_time(end) for begin, end in self._step_events) / 1000
+
+    def times(self) -> StepTimes:
+        """What the measured batches' copies and steps took (read once, after the windows)."""
+        return StepTimes(has_step=self.step is not None, copy_s=self.copy_s, step_s=self.step_s,
+                         device_step_s=self.device_step_s())

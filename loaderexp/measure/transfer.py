@@ -8,10 +8,11 @@ skips pinning without an accelerator and for batch types it does not know.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
+
+from loaderexp.measure.records import TransferStats
 
 
 def tensors_of(batch: Any) -> list[torch.Tensor]:
@@ -52,30 +53,6 @@ def batch_size_and_bytes(batch: Any) -> tuple[int, int]:
 def is_pinned(batch: Any) -> bool:
     tensors = tensors_of(batch)
     return bool(tensors) and all(t.is_pinned() for t in tensors)
-
-
-@dataclass
-class TransferStats:
-    measured: bool
-    reason: str  # why not measured ("" when measured)
-    batches: int = 0
-    pinned_batches: int = 0
-    bytes: int = 0
-    total_ms: float = 0.0
-
-    @property
-    def pinned_fraction(self) -> float:
-        return self.pinned_batches / self.batches if self.batches else 0.0
-
-    @property
-    def ms_per_batch(self) -> Optional[float]:
-        return self.total_ms / self.batches if self.measured and self.batches else None
-
-    @property
-    def gbps(self) -> Optional[float]:
-        if not self.measured or self.total_ms <= 0:
-            return None
-        return self.bytes / (self.total_ms / 1000.0) / 1e9
 
 
 class HostToDevice:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from loaderexp.result import RunResult
+from loaderexp.result import DATA_ROOT, DATASET_ROOT, NUM_WORKERS, RunResult
 
 # Params that identify a run but never explain a speed difference.
-IGNORED_PARAMS = ("tracking.", "data_root", "bench.", "dataset.root")
-X_AXIS = "loader.num_workers"  # what the plot and the recommendation count
+IGNORED_PARAMS = ("tracking.", DATA_ROOT, "bench.", DATASET_ROOT)
+X_AXIS = NUM_WORKERS  # what the plot and the recommendation count
 
 
 def varying_params(results: Sequence[RunResult]) -> list[str]:

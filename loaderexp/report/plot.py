@@ -8,6 +8,7 @@ from typing import Sequence
 from loaderexp.report.hosts import host_type
 from loaderexp.report.params import X_AXIS
 from loaderexp.result import RunResult, param_text
+from loaderexp.result import metrics as M
 
 
 def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Path, title: str = "") -> Path:
@@ -31,8 +32,8 @@ def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Pat
     for label, runs in sorted(series.items()):
         runs = sorted(runs, key=lambda r: r.params[X_AXIS])
         xs = [r.params[X_AXIS] for r in runs]
-        ys = [r.metrics["throughput_samples_per_s"] for r in runs]
-        spread = [r.metrics.get("throughput_iqr_rel", 0.0) * y / 2 for r, y in zip(runs, ys)]
+        ys = [r.metrics[M.THROUGHPUT] for r in runs]
+        spread = [r.metrics.get(M.THROUGHPUT_IQR, 0.0) * y / 2 for r, y in zip(runs, ys)]
         ax.errorbar(xs, ys, yerr=spread, marker="o", capsize=3, label=label)
     from matplotlib.ticker import MaxNLocator
 

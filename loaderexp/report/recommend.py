@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from loaderexp.report.params import X_AXIS, short_key, varying_params
-from loaderexp.result import RunResult, param_text
+from loaderexp.result import NUM_WORKERS, RANKS, RunResult, param_text
+from loaderexp.result import metrics as M
 
 
 @dataclass
@@ -17,7 +18,7 @@ class Recommendation:
     text: str
 
 
-RANKS_KEY = "dist.nproc_per_node"
+RANKS_KEY = RANKS
 NOISE_ALLOWANCE_CAP = 3  # a measured spread widens the tolerance to at most 3x itself
 
 
@@ -29,22 +30,22 @@ def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional
     measured across its repeats (IQR/median of either run, up to 3x ``tolerance``): a gap
     smaller than the noise is not a measured difference.
     """
-    finished = [r for r in results if r.status == "FINISHED" and r.info.get("delivery_ok") is not False
-                and not r.metrics.get("pruned")]  # a pruned trial stopped early: its figures are partial
+    finished = [r for r in results if r.status == "FINISHED" and r.info.get(M.DELIVERY) is not False
+                and not r.metrics.get(M.PRUNED)]  # a pruned trial stopped early: its figures are partial
     if not finished:
         return None
-    best = max(finished, key=lambda r: r.metrics["throughput_samples_per_s"])
-    best_rate = best.metrics["throughput_samples_per_s"]
+    best = max(finished, key=lambda r: r.metrics[M.THROUGHPUT])
+    best_rate = best.metrics[M.THROUGHPUT]
 
     def noise(run: RunResult) -> float:
-        return max(best.metrics.get("throughput_iqr_rel", 0.0), run.metrics.get("throughput_iqr_rel", 0.0))
+        return max(best.metrics.get(M.THROUGHPUT_IQR, 0.0), run.metrics.get(M.THROUGHPUT_IQR, 0.0))
 
     def gap(run: RunResult) -> float:
-        return 1 - run.metrics["throughput_samples_per_s"] / best_rate if best_rate else 0.0
+        return 1 - run.metrics[M.THROUGHPUT] / best_rate if best_rate else 0.0
 
     close = [r for r in finished if gap(r) <= max(tolerance, min(noise(r), NOISE_ALLOWANCE_CAP * tolerance))]
-    chosen = min(close, key=lambda r: (r.params.get("loader.num_workers", 0), -r.metrics["throughput_samples_per_s"]))
-    rate = chosen.metrics["throughput_samples_per_s"]
+    chosen = min(close, key=lambda r: (r.params.get(NUM_WORKERS, 0), -r.metrics[M.THROUGHPUT]))
+    rate = chosen.metrics[M.THROUGHPUT]
     within_noise = chosen is not best and gap(chosen) <= noise(chosen)
     ranks = chosen.params.get(RANKS_KEY) or 1
     swept = [k for k in varying_params(finished) if k != RANKS_KEY]
@@ -59,7 +60,7 @@ def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional
     else:
         text += (
             f", {100 * gap(chosen):.1f}% below the fastest ({best_rate:,.0f} samples/s, "
-            f"num_workers={best.params.get('loader.num_workers')}) with fewer workers"
+            f"num_workers={best.params.get(NUM_WORKERS)}) with fewer workers"
         )
         if gap(chosen) <= tolerance:
             text += f", inside the {100 * tolerance:.0f}% tolerance"
@@ -73,15 +74,15 @@ def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional
 def _bound_text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult], gap: float) -> str:
     """With a training step: what limits the recommended run, and what that means for the workers."""
     bound = chosen.info.get("bound", "")
-    waiting = chosen.metrics.get("stall_fraction")
+    waiting = chosen.metrics.get(M.STALL)
     waited = f", {100 * waiting:.0f}% of its time waiting for data" if waiting is not None else ""
     if bound in ("compute-bound", "transfer-bound"):
         part = "step" if bound == "compute-bound" else "copy to the device"
         return (f" It is {bound}{waited}: the {part}, not loading, sets the pace, so more workers would not train "
-                f"faster; num_workers={chosen.params.get('loader.num_workers')} is enough for this training.")
+                f"faster; num_workers={chosen.params.get(NUM_WORKERS)} is enough for this training.")
     computing = [r for r in finished if r.info.get("bound") == "compute-bound"]
     if bound == "loader-bound" and computing:
-        fewest = min(r.params.get("loader.num_workers", 0) for r in computing)
+        fewest = min(r.params.get(NUM_WORKERS, 0) for r in computing)
         return (f" It is loader-bound{waited}; from num_workers={fewest} on the step sets the pace, for at most "
                 f"{100 * gap:.1f}% more.")
     if bound == "loader-bound" and best.info.get("bound") == "loader-bound":

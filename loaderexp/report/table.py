@@ -8,7 +8,8 @@ from typing import Optional, Sequence
 from loaderexp.report.hosts import by_host_type, overlaps
 from loaderexp.report.params import short_key, varying_params
 from loaderexp.report.recommend import RANKS_KEY, recommend
-from loaderexp.result import RunResult, param_text
+from loaderexp.result import NUM_WORKERS, RunResult, param_text
+from loaderexp.result import metrics as M
 
 
 def _fmt(value: Optional[float], digits: int = 1) -> str:
@@ -19,12 +20,12 @@ def _fmt(value: Optional[float], digits: int = 1) -> str:
 
 def baseline(results: Sequence[RunResult]) -> Optional[RunResult]:
     """The num_workers=0 run (the fastest such one), else the slowest finished run."""
-    finished = [r for r in results if r.status == "FINISHED" and not r.metrics.get("pruned")]
+    finished = [r for r in results if r.status == "FINISHED" and not r.metrics.get(M.PRUNED)]
     if not finished:
         return None
-    zero = [r for r in finished if r.params.get("loader.num_workers") == 0]
+    zero = [r for r in finished if r.params.get(NUM_WORKERS) == 0]
     pool = zero or finished
-    key = (lambda r: -r.metrics["throughput_samples_per_s"]) if zero else (lambda r: r.metrics["throughput_samples_per_s"])
+    key = (lambda r: -r.metrics[M.THROUGHPUT]) if zero else (lambda r: r.metrics[M.THROUGHPUT])
     return sorted(pool, key=key)[0]
 
 
@@ -45,7 +46,7 @@ def _ranks(result: RunResult) -> int:
 
 
 def _rate(result: Optional[RunResult]) -> Optional[float]:
-    return result.metrics["throughput_samples_per_s"] if result else None
+    return result.metrics[M.THROUGHPUT] if result else None
 
 
 def _hostnames(group: Sequence[tuple[Path, RunResult]]) -> str:
@@ -54,63 +55,69 @@ def _hostnames(group: Sequence[tuple[Path, RunResult]]) -> str:
 
 def _table(items: Sequence[tuple[Path, RunResult]]) -> str:
     results = [r for _, r in items]
-    axes = varying_params(results) or ["loader.num_workers"]
+    axes = varying_params(results) or [NUM_WORKERS]
     # Speed-up against the baseline with as many ranks: the rank count is the machine's, not a knob.
     ranks = sorted(set(map(_ranks, results)))
     base_rates = {count: _rate(baseline([r for r in results if _ranks(r) == count])) for count in ranks}
     stepped = any(r.info.get("bound", "").endswith("-bound") for r in results)  # a training step ran
-    ranked = any(r.metrics.get("ranks", 1) > 1 for r in results)  # several ranks loaded at once
+    ranked = any(r.metrics.get(M.RANK_COUNT, 1) > 1 for r in results)  # several ranks loaded at once
     header = [*(short_key(a) for a in axes), "status", "samples/s", *(["slowest"] if ranked else []), "±IQR%", "MB/s",
               "1st batch s", "epoch s", "wait p50/p95 ms",
               "speed-up", "stall%", *(["bound"] if stepped else []), "h2d GB/s", "PSS MB", "delivery"]
-    rows = [header]
-    for folder, r in items:
-        m = r.metrics
-        rate = m.get("throughput_samples_per_s")
-        base_rate = base_rates[_ranks(r)]
-        epoch = m.get("epoch_time_s", m.get("epoch_time_est_s"))
-        epoch_text = _fmt(epoch, 2) + ("" if "epoch_time_s" in m or epoch is None else "~")
-        delivery = r.info.get("delivery_ok")
-        row = [
-            *(param_text(r.params.get(a)) for a in axes),
-            ("PRUNED" if m.get("pruned") else r.status) + ("*" if m.get("noisy") else ""),
-            _fmt(rate, 0),
-            *([_fmt(m.get("throughput_slowest_rank_samples_per_s", rate), 0)] if ranked else []),
-            _fmt(100 * m["throughput_iqr_rel"], 1) if m.get("repeats", 0) >= 2 else "-",
-            _fmt(m.get("throughput_mb_per_s"), 1),
-            _fmt(m.get("time_to_first_batch_s"), 3),
-            epoch_text,
-            f"{_fmt(m.get('wait_p50_ms'), 2)}/{_fmt(m.get('wait_p95_ms'), 2)}",
-            f"{rate / base_rate:.2f}x" if rate and base_rate else "-",
-            _fmt(100 * m["stall_fraction"], 0) if "stall_fraction" in m else "-",
-            *([r.info.get("bound", "-").replace("-bound", "")] if stepped else []),
-            _fmt(m.get("h2d_gbps"), 2) if m.get("h2d_measured") else "n/m",
-            _fmt(m.get("pss_peak_mb"), 0),
-            {True: "ok", False: "FAILED", None: "-"}[delivery],
-        ]
-        rows.append(row)
+    rows = [header] + [_row(r, axes, base_rates[_ranks(r)], stepped, ranked) for _, r in items]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    notes = []
-    if any(r.metrics.get("pruned") for r in results):
-        notes.append("PRUNED: a search's trial stopped after its first window, clearly behind the best trial so far "
-                     "(bench.stop_below); not a candidate for the recommendation")
-    if any(r.metrics.get("noisy") for r in results):
-        notes.append("* noisy: throughput IQR/median above the noise threshold across repeats")
-    if any(r.metrics.get("epoch_time_est_s") for r in results):
-        notes.append("~ epoch time estimated from start-up plus the steady-state rate (bench.budget=epochs measures it)")
-    if results and not any(r.metrics.get("h2d_measured") for r in results):
-        notes.append("n/m: " + str(results[0].info.get("h2d", "host-to-device copy not measured")))
-    failed = [(f, r) for f, r in items if r.status != "FINISHED"]
-    for folder, r in failed:
-        notes.append(f"{folder.name}: {r.status}: {(r.error or '').splitlines()[0] if r.error else ''}")
-    if ranked:
-        notes.append("slowest: the slowest rank's samples/s (a synchronous step waits for it); samples/s is all "
-                     "ranks together")
+    notes = _notes(items, ranked)
     # The ranks per node are the machine's (its GPUs), not a knob: one recommendation per count.
     for count in ranks:
         rec = recommend([r for r in results if _ranks(r) == count])
         if rec is not None:
             notes.append(rec.text)
     return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], stepped: bool, ranked: bool) -> list[str]:
+    m = r.metrics
+    rate = m.get(M.THROUGHPUT)
+    epoch = m.get(M.EPOCH, m.get(M.EPOCH_ESTIMATE))
+    epoch_text = _fmt(epoch, 2) + ("" if M.EPOCH in m or epoch is None else "~")
+    return [
+        *(param_text(r.params.get(a)) for a in axes),
+        ("PRUNED" if m.get(M.PRUNED) else r.status) + ("*" if m.get(M.NOISY) else ""),
+        _fmt(rate, 0),
+        *([_fmt(m.get(M.SLOWEST_RANK, rate), 0)] if ranked else []),
+        _fmt(100 * m[M.THROUGHPUT_IQR], 1) if m.get(M.REPEATS, 0) >= 2 else "-",
+        _fmt(m.get(M.MEGABYTES), 1),
+        _fmt(m.get(M.FIRST_BATCH), 3),
+        epoch_text,
+        f"{_fmt(m.get(M.WAIT_P50), 2)}/{_fmt(m.get(M.WAIT_P95), 2)}",
+        f"{rate / base_rate:.2f}x" if rate and base_rate else "-",
+        _fmt(100 * m[M.STALL], 0) if M.STALL in m else "-",
+        *([r.info.get("bound", "-").replace("-bound", "")] if stepped else []),
+        _fmt(m.get(M.H2D_GBPS), 2) if m.get(M.H2D_MEASURED) else "n/m",
+        _fmt(m.get(M.PSS), 0),
+        {True: "ok", False: "FAILED", None: "-"}[r.info.get(M.DELIVERY)],
+    ]
+
+
+def _notes(items: Sequence[tuple[Path, RunResult]], ranked: bool) -> list[str]:
+    """What the table's marks mean, and the runs that did not finish."""
+    results = [r for _, r in items]
+    notes = []
+    if any(r.metrics.get(M.PRUNED) for r in results):
+        notes.append("PRUNED: a search's trial stopped after its first window, clearly behind the best trial so far "
+                     "(bench.stop_below); not a candidate for the recommendation")
+    if any(r.metrics.get(M.NOISY) for r in results):
+        notes.append("* noisy: throughput IQR/median above the noise threshold across repeats")
+    if any(r.metrics.get(M.EPOCH_ESTIMATE) for r in results):
+        notes.append("~ epoch time estimated from start-up plus the steady-state rate (bench.budget=epochs measures it)")
+    if results and not any(r.metrics.get(M.H2D_MEASURED) for r in results):
+        notes.append("n/m: " + str(results[0].info.get("h2d", "host-to-device copy not measured")))
+    for folder, r in items:
+        if r.status != "FINISHED":
+            notes.append(f"{folder.name}: {r.status}: {(r.error or '').splitlines()[0] if r.error else ''}")
+    if ranked:
+        notes.append("slowest: the slowest rank's samples/s (a synchronous step waits for it); samples/s is all "
+                     "ranks together")
+    return notes

@@ -21,7 +21,9 @@ from typing import Any, Optional, Sequence, Union
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 
-from loaderexp.result import param_text
+from loaderexp.config import composed_spec
+from loaderexp.config.validation import NEEDS_WORKERS
+from loaderexp.result import NUM_WORKERS, param_text
 
 INT_RANGE = re.compile(r"^(?P<key>[^=]+)=int\(\s*(?P<low>-?\d+)\s*,\s*(?P<high>-?\d+)\s*\)$")
 
@@ -148,22 +150,20 @@ def check_keys(space: Space, config: Any) -> None:
 
 
 _MISSING = object()
-WORKERS = "loader.num_workers"
-WORKER_ONLY = ("loader.prefetch_factor", "loader.persistent_workers", "loader.multiprocessing_context",
-               "loader.timeout")
+WORKERS = NUM_WORKERS
+WORKER_ONLY = tuple(f"loader.{knob}" for knob in NEEDS_WORKERS)
 
 
 def checked_space(arguments: Sequence[str], config: Any) -> Space:
     """The space, refused with one line when it cannot be searched: nothing in it, a key that is not
     a setting, an empty range, or a workers-only knob where num_workers can only be 0."""
-    from omegaconf import OmegaConf
 
     space = parse_space(arguments)
     check_keys(space, config)
     if not space.dimensions:
         raise SpaceError("nothing to search: give a dimension, e.g. 'loader.num_workers=int(0,16)'")
     workers = space.dimensions.get(WORKERS)
-    fixed_zero = workers is None and OmegaConf.select(config, WORKERS) == 0 and \
+    fixed_zero = workers is None and composed_spec(config).loader.num_workers == 0 and \
         not any(f.startswith(f"{WORKERS}=") and not f.endswith("=0") for f in space.fixed)
     only_zero = fixed_zero or any(f == f"{WORKERS}=0" for f in space.fixed) or \
         (isinstance(workers, (IntDimension, ChoiceDimension)) and set(workers.values) == {0})

@@ -23,11 +23,12 @@ launched through whatever launcher the sweep uses.  What the search adds:
 - The study lives in the sweep folder (``search.db``), so ``resume=true`` continues it.
 
 The recommendation is the grid's (:func:`loaderexp.report.recommend`) over the trials that ran to
-the end.  Optuna is imported here only, when a search runs.
+the end.  Optuna is imported only when a search runs (here and in :mod:`.study`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -35,17 +36,12 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, open_dict
 
-from loaderexp.config import ConfigError, to_plain, validate, without_inapplicable
+from loaderexp.config import ConfigError, composed_spec, plain, validate, without_inapplicable
 from loaderexp.report import recommend
 from loaderexp.result import RunResult, usable_cpus
-from loaderexp.search.space import (
-    WORKERS,
-    FloatDimension,
-    IntDimension,
-    Space,
-    SpaceError,
-    checked_space,
-)
+from loaderexp.result import metrics as M
+from loaderexp.search.study import SearchState, distribution, make_sampler
+from loaderexp.search.space import WORKERS, FloatDimension, IntDimension, Space, SpaceError, checked_space
 
 log = logging.getLogger("loaderexp")
 STUDY_FILE = "search.db"
@@ -81,11 +77,11 @@ class Search:
         cfg = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
         with open_dict(cfg):
             del cfg["hydra"]  # a job's own fields (hydra.job.num) are not set until it is launched
-        plain = to_plain(cfg)
-        validate(plain, cuda_available=True, cpus=usable_cpus(), targets=False)  # CUDA: the job knows and says
-        plain["loader"], _ = without_inapplicable(plain["loader"])
-        plain.get("bench", {}).pop("stop_below", None)
-        return json.dumps(plain, sort_keys=True, default=str)
+        spec = composed_spec(cfg)
+        validate(spec, cuda_available=True, cpus=usable_cpus(), targets=False)  # CUDA: the job knows and says
+        loader, _ = without_inapplicable(spec.loader)
+        spec = dataclasses.replace(spec, loader=loader, bench=dataclasses.replace(spec.bench, stop_below=None))
+        return json.dumps(plain(spec), sort_keys=True, default=str)
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -95,82 +91,85 @@ class Search:
         assert self.config is not None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         space = self.space(arguments)
-        distributions = {key: _distribution(dim) for key, dim in space.dimensions.items()}
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         study_path = sweep_dir / STUDY_FILE
-        if study_path.exists() and not self.config.resume:
+        if study_path.exists() and not composed_spec(self.config).resume:
             raise SpaceError(f"{sweep_dir} already holds a search ({STUDY_FILE}): resume=true continues it")
         study = optuna.create_study(storage=f"sqlite:///{study_path}", study_name="loaderexp", direction="maximize",
                                     sampler=self._sampler(), load_if_exists=True)
-        done = [t for t in study.trials if "job" in t.user_attrs]
-        job_index = max((t.user_attrs["job"] for t in done), default=-1) + 1
         if not study.trials:
             for seed in self._seeds(space):
                 study.enqueue_trial(seed)
-        measured: dict[str, float] = {t.user_attrs["key"]: t.user_attrs["rate"] for t in done if "rate" in t.user_attrs}
-        results = [RunResult.read(p) for p in sorted(sweep_dir.glob("*/result.json"))]
-        counts = {"launched": len(done), "pruned": 0, "repeated": 0, "rejected": 0}
-        idle = 0
-        stalled = 0  # trials in a row that changed neither the best nor the pick
-        reason = "max_trials"
+        state = SearchState.resumed(study, sweep_dir)
         log.info("search over %s (%s points), at most %d trials, sampler %s; study %s", ", ".join(space.keys),
                  space.size() or "continuous", self.max_trials, self.sampler_name, study_path)
-        while counts["launched"] < self.max_trials:
+        reason = self._search(study, space, state)
+        self._write_summary(sweep_dir, state, reason)
+
+    def _search(self, study: Any, space: Space, state: SearchState) -> str:
+        """Ask, launch and tell until a stopping rule holds; returns which."""
+        distributions = {key: distribution(dim) for key, dim in space.dimensions.items()}
+        idle = 0  # suggestions in a row that launched nothing
+        stalled = 0  # trials in a row that changed neither the best nor the pick
+        while state.launched < self.max_trials:
             if stalled >= self.patience:
-                probe = self._local_probe(results, space, measured)
+                probe = self._local_probe(state.results, space, state.measured)
                 if probe is None:
-                    reason = f"converged ({self.patience} trials without a change beyond the noise)"
-                    break
+                    return f"converged ({self.patience} trials without a change beyond the noise)"
                 study.enqueue_trial(probe)
-            if idle >= MAX_IDLE_ASKS or (space.size() and len(measured) >= space.size()):
-                reason = "the space is exhausted"
-                break
+            if idle >= MAX_IDLE_ASKS or (space.size() and len(state.measured) >= space.size()):
+                return "the space is exhausted"
             trial = study.ask(distributions)
-            overrides = space.overrides(trial.params)
-            try:
-                key = self._effective(overrides)
-            except ConfigError as error:
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                counts["rejected"] += 1
-                idle += 1
-                log.info("search: %s rejected without running: %s", " ".join(overrides), error.problems[0])
-                continue
-            if key in measured:  # the same measurement again: tell the study what it gave
-                study.tell(trial, measured[key])
-                counts["repeated"] += 1
-                idle += 1
-                continue
-            idle = 0
-            before = self._standing(results)
-            result = self._launch(trial, overrides, job_index, before[0])
-            job_index += 1
-            counts["launched"] += 1
-            trial.set_user_attr("job", job_index - 1)
-            trial.set_user_attr("key", key)
-            if result is None or result.status != "FINISHED":
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                stalled += 1
-                continue
-            rate = result.metrics["throughput_samples_per_s"]
-            trial.set_user_attr("rate", rate)
-            measured[key] = rate
-            results.append(result)
-            for step, value in enumerate(result.info.get("repeat_rates") or []):
-                trial.report(value, step)
-            if result.metrics.get("pruned"):
-                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-                counts["pruned"] += 1
-            else:
-                study.tell(trial, rate)
-            stalled = 0 if self._changed(before, self._standing(results)) else stalled + 1
-        self._write_summary(sweep_dir, counts, reason, results)
+            moved = self._trial(study, trial, space.overrides(trial.params), state)
+            idle = idle + 1 if moved is None else 0
+            if moved is not None:
+                stalled = 0 if moved else stalled + 1
+        return "max_trials"
+
+    def _trial(self, study: Any, trial: Any, overrides: list[str], state: SearchState) -> Optional[bool]:
+        """One suggestion: told to the study without running (rejected, or measured already: None), or
+        launched; then whether it moved the answer."""
+        from optuna.trial import TrialState
+
+        try:
+            key = self._effective(overrides)
+        except ConfigError as error:
+            study.tell(trial, state=TrialState.FAIL)
+            state.rejected += 1
+            log.info("search: %s rejected without running: %s", " ".join(overrides), error.problems[0])
+            return None
+        if key in state.measured:  # the same measurement again: tell the study what it gave
+            study.tell(trial, state.measured[key])
+            state.repeated += 1
+            return None
+        before = self._standing(state.results)
+        result = self._launch(trial, overrides, state.job_index, before[0])
+        trial.set_user_attr("job", state.job_index)
+        trial.set_user_attr("key", key)
+        state.job_index += 1
+        state.launched += 1
+        if result is None or result.status != "FINISHED":
+            study.tell(trial, state=TrialState.FAIL)
+            return False
+        rate = result.metrics[M.THROUGHPUT]
+        trial.set_user_attr("rate", rate)
+        state.measured[key] = rate
+        state.results.append(result)
+        for step, value in enumerate(result.info.get("repeat_rates") or []):
+            trial.report(value, step)
+        if result.metrics.get(M.PRUNED):
+            study.tell(trial, state=TrialState.PRUNED)
+            state.pruned += 1
+        else:
+            study.tell(trial, rate)
+        return self._changed(before, self._standing(state.results))
 
     def _launch(self, trial: Any, overrides: list[str], job_index: int, best: Optional[RunResult]
                 ) -> Optional[RunResult]:
         job = list(overrides)
         if self.prune and best is not None:
-            floor = best.metrics["throughput_samples_per_s"] * (1 - self.prune_margin)
+            floor = best.metrics[M.THROUGHPUT] * (1 - self.prune_margin)
             job.append(f"bench.stop_below={floor:.1f}")
         returned = self.launcher.launch([job], initial_job_idx=job_index)[0]
         try:
@@ -194,8 +193,8 @@ class Search:
             return best_after is not None
         if pick_after.params.get(WORKERS) != pick_before.params.get(WORKERS):
             return True
-        old, new = best_before.metrics["throughput_samples_per_s"], best_after.metrics["throughput_samples_per_s"]
-        noise = max(self.tolerance, best_before.metrics.get("throughput_iqr_rel", 0.0))
+        old, new = best_before.metrics[M.THROUGHPUT], best_after.metrics[M.THROUGHPUT]
+        noise = max(self.tolerance, best_before.metrics.get(M.THROUGHPUT_IQR, 0.0))
         return new > old * (1 + noise)
 
     def _local_probe(self, results: list[RunResult], space: Space, measured: dict[str, float]
@@ -250,32 +249,12 @@ class Search:
         return [{WORKERS: v} for v in picks]
 
     def _sampler(self) -> Any:
-        import optuna
+        return make_sampler(self.sampler_name, self.seed)
 
-        if self.sampler_name == "tpe":
-            # Few random start-up trials: the seeds already span the worker counts.
-            return optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5, multivariate=True)
-        if self.sampler_name == "gp":
-            return optuna.samplers.GPSampler(seed=self.seed, n_startup_trials=5)
-        if self.sampler_name == "random":
-            return optuna.samplers.RandomSampler(seed=self.seed)
-        raise SpaceError(f"hydra.sweeper.sampler={self.sampler_name}: valid samplers: tpe, gp, random")
-
-    def _write_summary(self, sweep_dir: Path, counts: dict[str, int], reason: str, results: list[RunResult]) -> None:
-        best, pick = self._standing(results)
-        summary = {**counts, "stopped": reason, "max_trials": self.max_trials,
+    def _write_summary(self, sweep_dir: Path, state: SearchState, reason: str) -> None:
+        best, pick = self._standing(state.results)
+        summary = {**state.counts(), "stopped": reason, "max_trials": self.max_trials,
                    "best": best.params if best else None, "pick": pick.params if pick else None}
         (sweep_dir / "search.json").write_text(json.dumps(summary, indent=2, default=str))
         log.info("search: %d trials run (%d pruned), %d repeated and %d rejected suggestions told to the study "
-                 "without running; stopped: %s", counts["launched"], counts["pruned"], counts["repeated"],
-                 counts["rejected"], reason)
-
-
-def _distribution(dimension: Any) -> Any:
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-
-    if isinstance(dimension, IntDimension):
-        return IntDistribution(dimension.low, dimension.high, step=dimension.step)
-    if isinstance(dimension, FloatDimension):
-        return FloatDistribution(dimension.low, dimension.high, log=dimension.log)
-    return CategoricalDistribution(list(dimension.choices))
+                 "without running; stopped: %s", state.launched, state.pruned, state.repeated, state.rejected, reason)

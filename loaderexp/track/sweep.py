@@ -22,6 +22,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from loaderexp.config import composed_spec
+from loaderexp.config.schema import TrackingConfig
+from loaderexp.result import metrics as M
 from loaderexp.result import redact_uri
 
 log = logging.getLogger("loaderexp")
@@ -81,11 +84,11 @@ def identity(sweep_dir: Path) -> SweepState:
                       parent_run_id=saved.get("parent_run_id"), sweep_dir=Path(sweep_dir))
 
 
-def refuse_password_in_uri(config: DictConfig) -> None:
+def refuse_password_in_uri(tracking: TrackingConfig) -> None:
     """A password in tracking.uri would reach the files Hydra writes (multirun.yaml, .hydra/),
     the run's params and every log line that names the store: refuse it before any of them."""
-    uri = OmegaConf.select(config, "tracking.uri") or ""
-    if config.tracking.backend == "mlflow" and urlsplit(uri).password is not None:
+    uri = tracking.uri or ""
+    if tracking.backend.value == "mlflow" and urlsplit(uri).password is not None:
         print(f"loaderexp: error: tracking.uri={redact_uri(uri)} carries a password: give it through the "
               "environment (MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN), "
               "which MLflow reads and loaderexp never records", file=sys.stderr)
@@ -94,7 +97,7 @@ def refuse_password_in_uri(config: DictConfig) -> None:
 
 class SweepCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        refuse_password_in_uri(config)
+        refuse_password_in_uri(composed_spec(config).tracking)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # Hydra turns a callback's exception into a warning and runs the jobs anyway; a sweep
@@ -109,18 +112,23 @@ class SweepCallback(Callback):
 
     def _start(self, config: DictConfig) -> None:
         global STATE
-        refuse_password_in_uri(config)
+        spec = composed_spec(config)
+        refuse_password_in_uri(spec.tracking)
         total, swept = grid(config)
         STATE = SweepState(total=total, swept_keys=swept, sweep_dir=Path(config.hydra.sweep.dir), started=time.time(),
                            search=is_search(config))
         grid_text = " ".join(sweep_overrides(config))
         log.info("%s: %s", f"search of at most {total} trials" if STATE.search else f"sweep of {total} jobs",
                  grid_text or "(defaults)")
-        tracking = config.tracking
-        if tracking.backend != "mlflow":
-            _write_record(config)
+        tracking = spec.tracking
+        if tracking.backend.value != "mlflow":
+            _write_record(tracking)
             return
-        from loaderexp.track.tracker import MlflowTracker, TrackingUnavailable, check_reachable
+        from loaderexp.track.tracker import (
+            MlflowTracker,
+            TrackingUnavailable,
+            check_reachable,
+        )
 
         try:
             check_reachable(tracking.uri)
@@ -142,7 +150,7 @@ class SweepCallback(Callback):
             }
         )
         record = STATE.sweep_dir / SWEEP_RECORD
-        previous = json.loads(record.read_text()) if config.resume and record.is_file() else {}
+        previous = json.loads(record.read_text()) if spec.resume and record.is_file() else {}
         if previous.get("uri") == tracking.uri and previous.get("experiment") == tracking.experiment:
             # Resuming: the sweep stays one parent run, its new children join the old ones.
             STATE.parent_run_id = previous["parent_run_id"]
@@ -151,18 +159,18 @@ class SweepCallback(Callback):
             size = f"search, at most {STATE.total} trials" if STATE.search else f"{STATE.total} jobs"
             name = f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')} ({size})"
             STATE.parent_run_id = STATE.tracker.start_run(name, tags)
-        _write_record(config)
+        _write_record(tracking)
         log.info("MLflow: experiment %r, parent run %s", tracking.experiment, STATE.parent_run_id)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         finish_sweep("FINISHED")
 
 
-def _write_record(config: DictConfig) -> None:
+def _write_record(tracking: TrackingConfig) -> None:
     """What each job needs to know of its sweep, wherever the launcher runs it."""
     STATE.sweep_dir.mkdir(parents=True, exist_ok=True)
     (STATE.sweep_dir / SWEEP_RECORD).write_text(json.dumps({
-        "uri": config.tracking.uri, "experiment": config.tracking.experiment, "parent_run_id": STATE.parent_run_id,
+        "uri": tracking.uri, "experiment": tracking.experiment, "parent_run_id": STATE.parent_run_id,
         "total": STATE.total, "swept_keys": list(STATE.swept_keys)}, indent=2))
 
 
@@ -202,7 +210,7 @@ def finish_sweep(status: str) -> None:
             for artifact in (STATE.sweep_dir / "summary.txt", plot):
                 if artifact is not None:
                     STATE.tracker.log_file(STATE.parent_run_id, artifact)
-            STATE.tracker.log(STATE.parent_run_id, metrics={"jobs_recorded": len(items), "sweep_seconds": elapsed},
+            STATE.tracker.log(STATE.parent_run_id, metrics={M.JOBS_RECORDED: len(items), M.SWEEP_SECONDS: elapsed},
                               tags={"loaderexp.runs_url": STATE.tracker.runs_url()})
             STATE.tracker.end_run(STATE.parent_run_id, status)
         except Exception as error:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from loaderexp.report import load_results
+from loaderexp.result import NUM_WORKERS, TRACKING_EXPERIMENT, TRACKING_URI
 from loaderexp.track.tracker import MlflowTracker, host_tags, log_result
 
 
@@ -24,8 +25,8 @@ def sync(sweep_dir: Path, uri: Optional[str] = None, experiment: Optional[str] =
     if not pending:
         return 0
     first = pending[0][1].params
-    uri = uri or first["tracking.uri"]
-    experiment = experiment or first["tracking.experiment"]
+    uri = uri or first[TRACKING_URI]
+    experiment = experiment or first[TRACKING_EXPERIMENT]
     tracker = MlflowTracker(uri, experiment)
     parent_id = _parent(tracker, sweep_dir)
     for folder, result in pending:
@@ -34,7 +35,7 @@ def sync(sweep_dir: Path, uri: Optional[str] = None, experiment: Optional[str] =
                      "loaderexp.imported": "true"})
         if _run(tracker, result.run_id) is None:
             # The run was never created (or lives in another store): make it now.
-            name = f"loader.num_workers={result.params.get('loader.num_workers')} ({folder.name})"
+            name = f"{NUM_WORKERS}={result.params.get(NUM_WORKERS)} ({folder.name})"
             result.run_id = tracker.start_run(name, tags, parent_id)
         log_result(tracker, result.run_id, result, folder)
         result.logged = True

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 from urllib.parse import urlparse
 
-from loaderexp.result import param_text
+from loaderexp.result import DATA_ROOT, DATASET_NAME, DATASET_ROOT, DATASET_TARGET, NUM_WORKERS, STOP_BELOW, param_text
+from loaderexp.result import metrics as M
 
 PARAM_VALUE_LIMIT = 6000
-CHARTED = ("throughput_samples_per_s", "pss_peak_mb")  # the sweep's charts, against the swept knob
+CHARTED = (M.THROUGHPUT, M.PSS)  # the sweep's charts, against the swept knob
 
 
 class TrackingUnavailable(RuntimeError):
@@ -145,13 +146,13 @@ class MlflowTracker:
         second try the dataset exists."""
         from mlflow.entities import Dataset, DatasetInput, InputTag
 
-        settings = {k: v for k, v in params.items() if k.startswith("dataset.") or k == "data_root"}
+        settings = {k: v for k, v in params.items() if k.startswith("dataset.") or k == DATA_ROOT}
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
-        where = params.get("dataset.root") or params.get("data_root") or params.get("dataset._target_", "")
-        source = json.dumps({"uri": str(where), "target": params.get("dataset._target_")})
+        where = params.get(DATASET_ROOT) or params.get(DATA_ROOT) or params.get(DATASET_TARGET, "")
+        source = json.dumps({"uri": str(where), "target": params.get(DATASET_TARGET)})
         profile = json.dumps({"data_source": info.get("data_source"), "samples": info.get("dataset_length"),
                               "batches_per_epoch": info.get("batches_per_epoch")})
-        dataset = Dataset(name=str(params.get("dataset.name", "dataset")), digest=digest, source_type="local",
+        dataset = Dataset(name=str(params.get(DATASET_NAME, "dataset")), digest=digest, source_type="local",
                           source=source, profile=profile)
         tags = [InputTag("mlflow.data.context", "train"), InputTag("loaderexp.data_source", str(info.get("data_source")))]
         try:
@@ -182,7 +183,7 @@ class MlflowTracker:
         parent only, grouped by the swept knobs (a group per configuration, so they are not folded
         under the parent's row), with the charts already added.
         """
-        keys = list(swept) or ["loader.num_workers"]
+        keys = list(swept) or [NUM_WORKERS]
         x = chart_axis(swept)
         section = "loaderexp"
         charts = [{"uuid": f"loaderexp-{metric}", "type": "SCATTER", "runsCountToCompare": 100,
@@ -206,7 +207,7 @@ class MlflowTracker:
 
 def chart_axis(swept: Sequence[str]) -> str:
     """The x axis of a sweep's charts: num_workers when it is swept, else the first swept knob."""
-    return "loader.num_workers" if "loader.num_workers" in swept or not swept else swept[0]
+    return NUM_WORKERS if NUM_WORKERS in swept or not swept else swept[0]
 
 
 def _limit(value: Any) -> str:
@@ -234,10 +235,10 @@ def log_result(tracker: MlflowTracker, run_id: str, result: Any, folder: Path) -
     if result.error:
         tags["error"] = result.error
         tags["mlflow.note.content"] = f"**{result.status}**: {result.error}"
-    elif result.metrics.get("pruned"):  # shown on the run's page; the tag filters the table
+    elif result.metrics.get(M.PRUNED):  # shown on the run's page; the tag filters the table
         tags["loaderexp.pruned"] = "true"
         tags["mlflow.note.content"] = ("**PRUNED** by the search after its first window: below "
-                                       f"{result.params.get('bench.stop_below')} samples/s, the best trial's rate "
+                                       f"{result.params.get(STOP_BELOW)} samples/s, the best trial's rate "
                                        "less the search's prune_margin.")
     tracker.log(run_id, params=result.params, metrics=result.metrics, tags=tags)
     if result.status == "FINISHED":

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from tests.mlflow_server import free_port
+from benchmarks.common import free_port
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch")
 

@@ -1,4 +1,4 @@
-"""The torchdata.nodes backends (``nodes_thread``, ``nodes_process``); imported only when one runs.
+"""The torchdata.nodes graph of ``nodes_thread`` and ``nodes_process``; imported only when one runs.
 
 torchdata starts the mapper's reader thread, which draws from the sampler, before it forks the
 worker processes.  A fork that lands while that thread is inside torch's first call of an
@@ -10,19 +10,19 @@ the default fork.  The sampler is held until the workers have started, so no for
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Iterator, Optional
 
 import torchdata.nodes as tn
 
-from loaderexp.measure.delivery import RecordingBatchSampler
+from loaderexp.config.schema import LoaderConfig
+from loaderexp.measure.tagging import RecordingBatchSampler
 
 
 class NodesLoader:
     """SamplerWrapper -> ParallelMapper (a whole batch per call) -> PinMemory (with CUDA) ->
     Prefetcher -> Loader, rebuilt each epoch; ``len`` is the batch sampler's."""
 
-    def __init__(self, recorder: RecordingBatchSampler, fetch: Any, loader: Mapping[str, Any], method: str,
-                 pin: bool):
+    def __init__(self, recorder: RecordingBatchSampler, fetch: Any, loader: LoaderConfig, method: str, pin: bool):
         self.recorder, self.fetch, self.loader, self.method, self.pin = recorder, fetch, loader, method, pin
 
     def __len__(self) -> int:
@@ -31,13 +31,13 @@ class NodesLoader:
     def __iter__(self) -> Iterator[Any]:
         started = threading.Event()
         node: Any = HeldSource(tn.SamplerWrapper(self.recorder), started)
-        node = tn.ParallelMapper(node, self.fetch, num_workers=self.loader["num_workers"],
-                                 in_order=self.loader["in_order"], method=self.method,
-                                 multiprocessing_context=self.loader.get("multiprocessing_context"))
+        context = self.loader.multiprocessing_context
+        node = tn.ParallelMapper(node, self.fetch, num_workers=self.loader.num_workers, in_order=self.loader.in_order,
+                                 method=self.method, multiprocessing_context=context.value if context else None)
         node = ReleaseWhenStarted(node, started)
         if self.pin:
             node = tn.PinMemory(node)
-        node = tn.Prefetcher(node, prefetch_factor=self.loader["prefetch_factor"] or 2)
+        node = tn.Prefetcher(node, prefetch_factor=self.loader.prefetch_factor or 2)
         try:
             yield from tn.Loader(node)
         finally:  # the epoch ended or the loop left it: stop the threads and processes now, not at GC

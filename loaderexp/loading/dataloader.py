@@ -1,0 +1,31 @@
+"""``backend=dataloader``: torch.utils.data.DataLoader with its worker processes (the default)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+from loaderexp.data.build import build_loader, callable_at
+from loaderexp.loading.base import LoadingStack
+from loaderexp.measure.tagging import RecordingBatchSampler, instrumented
+
+
+class DataLoaderStack(LoadingStack):
+    """Every DataLoader knob; iterable datasets, ``batch_size: null``, no workers and ranks too.
+    Batches carry their indices only when they cross from worker processes."""
+
+    name = "dataloader"
+    knobs = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "drop_last",
+             "timeout", "multiprocessing_context", "in_order", "collate_fn", "worker_init_fn")
+    pool = whole_batches = tags_batches = False
+    ranks = processes = True
+
+    def build(self, dataset: Any, sampler: Any, iterable: bool) -> tuple[Iterable, Optional[RecordingBatchSampler]]:
+        loader = self.loader_spec
+        if iterable:
+            return build_loader(dataset, None, loader), None
+        recorder = RecordingBatchSampler(sampler, loader.batch_size, loader.drop_last)
+        dataset, extra = instrumented(dataset, recorder, loader.num_workers, callable_at(loader.collate_fn))
+        return build_loader(dataset, extra.pop("sampler", None), loader, **extra), recorder
+
+
+STACK = DataLoaderStack

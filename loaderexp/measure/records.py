@@ -1,0 +1,226 @@
+"""What a measurement is made of: typed records, kept raw, with what follows from them as properties.
+
+Like torch.utils.benchmark's ``Measurement``, a run keeps its windows' raw timings and derives the
+median and spread from them; the device copy, the step, the process tree's resources and the
+delivery check each leave a record of their own.  Pure Python (no torch, no numpy): the app, which
+never imports torch, unpickles these from the measuring process and names them as metrics
+(:mod:`loaderexp.result.figures`), and nothing else turns them into names.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile with linear interpolation between the closest ranks (numpy's default)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@dataclass
+class Spread:
+    median: float
+    iqr: float
+    values: list[float]
+
+    @property
+    def relative(self) -> float:
+        return self.iqr / self.median if self.median else 0.0
+
+    def noisy(self, threshold: float) -> bool:
+        return len(self.values) >= 2 and self.relative > threshold
+
+
+def spread(values: list[float]) -> Spread:
+    if not values:
+        return Spread(float("nan"), float("nan"), [])
+    return Spread(statistics.median(values), percentile(values, 75) - percentile(values, 25), list(values))
+
+
+@dataclass(frozen=True)
+class BudgetSpec:
+    mode: str  # "batches" | "epochs" | "seconds"
+    warmup_batches: int = 5
+    batches: int = 100
+    epochs: int = 1
+    seconds: float = 5.0
+    max_seconds: float = 900.0  # wall-clock limit of one repeat (one window, its warm-up included)
+    round_size: int = 1  # batches per round (one per worker): windows hold whole rounds
+    min_seconds: float = 0.0  # budget=batches: a window lasts at least this long (more rounds if need be)
+
+
+@dataclass
+class RepeatTiming:
+    """One measured window: what each batch waited and took, and what the window delivered."""
+
+    startup_s: list[float] = field(default_factory=list)  # iterator creation -> first batch, per epoch
+    epoch_s: list[float] = field(default_factory=list)  # wall time of each complete epoch
+    wait_s: list[float] = field(default_factory=list)  # end of the previous batch's work -> arrival
+    busy_s: list[float] = field(default_factory=list)  # copy + step per measured batch
+    samples: int = 0
+    sample_bytes: float = 0.0  # of one sample, from the first measured batch
+    window_s: float = 0.0  # end of warm-up -> last measured batch processed
+    warmup_s: float = 0.0  # repeat start -> end of warm-up (start-up and warm-up batches)
+    round_size: int = 1
+
+    @property
+    def rounds(self) -> float:
+        return self.batches / self.round_size
+
+    @property
+    def batches(self) -> int:
+        return len(self.wait_s)
+
+    @property
+    def bytes(self) -> int:
+        return round(self.samples * self.sample_bytes)
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.window_s if self.window_s > 0 else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / self.window_s / 1e6 if self.window_s > 0 else 0.0
+
+
+@dataclass
+class TransferStats:
+    """The host-to-device copies of the measured batches (CUDA events), or why they were not timed."""
+
+    measured: bool
+    reason: str  # why not measured ("" when measured)
+    batches: int = 0
+    pinned_batches: int = 0
+    bytes: int = 0
+    total_ms: float = 0.0
+
+    @property
+    def pinned_fraction(self) -> float:
+        return self.pinned_batches / self.batches if self.batches else 0.0
+
+    @property
+    def ms_per_batch(self) -> Optional[float]:
+        return self.total_ms / self.batches if self.measured and self.batches else None
+
+    @property
+    def gbps(self) -> Optional[float]:
+        if not self.measured or self.total_ms <= 0:
+            return None
+        return self.bytes / (self.total_ms / 1000.0) / 1e9
+
+
+@dataclass
+class ResourceStats:
+    """The process tree (the measuring process and its workers), sampled while it loaded."""
+
+    samples: int
+    cpu_percent_mean: float  # summed over the tree: 100 = one core busy
+    cpu_percent_peak: float
+    pss_peak_mb: float
+    uss_peak_mb: float
+    processes_peak: int
+    shm_peak_mb: Optional[float]  # None where /dev/shm does not exist
+    gpu_util_percent_mean: Optional[float] = None  # None without a GPU or without NVML
+    gpu_memory_used_peak_mb: Optional[float] = None
+    gpu_note: str = ""  # why the GPU was not sampled, when it exists
+
+
+@dataclass
+class StepTimes:
+    """What the consumer spent on the measured batches besides waiting for them."""
+
+    has_step: bool  # a training step ran (else the loop only loaded, and copied)
+    copy_s: float  # host time of the copies
+    step_s: float  # host time of the steps (on CUDA it holds the wait for the copy too)
+    device_step_s: Optional[float] = None  # CUDA: the steps' own device time, without the copies
+
+
+@dataclass
+class DeliveryRecord:
+    """Did every sample the sampler promised arrive exactly once?"""
+
+    ok: Optional[bool]  # None: nothing could be checked
+    problems: list[str]
+    epochs_checked: int
+
+
+@dataclass
+class LoaderFacts:
+    """What was loaded, how, and where to."""
+
+    backend: str
+    device: str
+    data_source: str  # "generated", "real" or "user"
+    dataset_length: Optional[int]
+    batches_per_epoch: Optional[int]
+    worker_start_method: Optional[str] = None  # worker processes only
+    mean_sample_bytes: Optional[float] = None  # file-backed datasets: bytes read per sample
+    cuda_allocated_peak_mb: Optional[float] = None
+
+
+@dataclass
+class Measurement:
+    """One process's measurement: its windows, why it stopped, and the records of what it touched."""
+
+    windows: list[RepeatTiming]
+    stopped: str  # "precise" | "max_repeats" | "fixed" | "pruned"
+    budget: BudgetSpec
+    noise_threshold: float
+    transfer: TransferStats
+    step: StepTimes
+    resources: ResourceStats
+    delivery: DeliveryRecord
+    facts: LoaderFacts
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def throughput(self) -> Spread:
+        return spread([w.samples_per_s for w in self.windows])
+
+    @property
+    def megabytes(self) -> Spread:
+        return spread([w.mb_per_s for w in self.windows])
+
+    @property
+    def startups(self) -> list[float]:
+        return [s for w in self.windows for s in w.startup_s]
+
+    @property
+    def waits(self) -> list[float]:
+        return [x for w in self.windows for x in w.wait_s]
+
+    @property
+    def epochs(self) -> list[float]:
+        return [e for w in self.windows for e in w.epoch_s]
+
+    @property
+    def window_s(self) -> float:
+        return sum(w.window_s for w in self.windows)
+
+    @property
+    def noisy(self) -> bool:
+        return self.throughput.noisy(self.noise_threshold)
+
+    @property
+    def pruned(self) -> bool:
+        return self.stopped == "pruned"
+
+
+@dataclass
+class NodeMeasurement:
+    """Several ranks of one node measured at once (``dist.nproc_per_node``), in rank order."""
+
+    ranks: list[Measurement]
+    start_method: str
+    cores: Optional[list[Optional[list[int]]]]  # each rank's cores with dist.cpu_affinity, else None
+    share_problems: list[str]  # the ranks' epoch-0 shares against the dataset
+    padding: int  # samples DistributedSampler repeats so every rank gets as many

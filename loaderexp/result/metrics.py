@@ -1,0 +1,124 @@
+"""Every metric a run records, declared once: its name, its unit, and how a node's ranks combine it.
+
+A :class:`Metric` is its name (a ``str``, so ``result.metrics[THROUGHPUT]`` reads the recorded value)
+with its unit and its rule for several ranks: their sum (rates, what their processes hold), the
+slowest rank's (times, spreads, flags: the largest value), the worst rank's (how much was pinned,
+delivered, copied: the smallest value), or a figure of the node made from the ranks at once.
+``per_rank`` ones are also kept per rank (``rank1.pss_peak_mb``).  A metric that is not declared
+here cannot be combined: :func:`declared` raises, so a new figure says how it adds up.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Optional
+
+
+class Combine(Enum):
+    SUM = "sum"  # the node's total
+    SLOWEST = "slowest"  # the largest rank's
+    WORST = "worst"  # the smallest rank's
+    NODE = "node"  # made once from all the ranks (only with ranks)
+    NONE = "none"  # not a rank's figure (a sweep's)
+
+
+class Metric(str):
+    """A metric's name, with its unit, its rule across ranks and what it says."""
+
+    unit: str
+    combine: Combine
+    per_rank: bool
+    doc: str
+
+    def __new__(cls, name: str, unit: str, combine: Combine, doc: str, per_rank: bool = False) -> "Metric":
+        metric = super().__new__(cls, name)
+        metric.unit, metric.combine, metric.per_rank, metric.doc = unit, combine, per_rank, doc
+        return metric
+
+    def __reduce__(self):  # pickled (and written) as its name
+        return (str, (str(self),))
+
+    def of_rank(self, rank: int) -> str:
+        return f"rank{rank}.{self}"
+
+
+CATALOGUE: dict[str, Metric] = {}
+
+
+def metric(name: str, unit: str, combine: Combine, doc: str, per_rank: bool = False) -> Metric:
+    declared_metric = Metric(name, unit, combine, doc, per_rank)
+    CATALOGUE[name] = declared_metric
+    return declared_metric
+
+
+def declared(name: str) -> Metric:
+    found = CATALOGUE.get(name)
+    if found is None:
+        raise KeyError(f"metric {name!r} is not declared in loaderexp/result/metrics.py: say how ranks combine it")
+    return found
+
+
+S, SUM, SLOWEST, WORST, NODE = "s", Combine.SUM, Combine.SLOWEST, Combine.WORST, Combine.NODE
+
+# The rate and its spread.
+THROUGHPUT = metric("throughput_samples_per_s", "samples/s", SUM, "median over the windows", per_rank=True)
+THROUGHPUT_IQR = metric("throughput_iqr_rel", "ratio", SLOWEST, "IQR/median of the windows' rates")
+MEGABYTES = metric("throughput_mb_per_s", "MB/s", SUM, "collated batch bytes per second, median")
+READ_RATE = metric("read_mb_per_s", "MB/s", SUM, "file bytes read per second (file-backed datasets)")
+FIRST_REPEAT = metric("throughput_first_repeat_samples_per_s", "samples/s", SUM, "the first window's rate")
+LATER_REPEATS = metric("throughput_later_repeats_samples_per_s", "samples/s", SUM, "median of the later windows")
+NOISY = metric("noisy", "flag", SLOWEST, "1: IQR/median above bench.noise_threshold")
+PRUNED = metric("pruned", "flag", SLOWEST, "1: stopped after its first window, below bench.stop_below")
+# Start-up, waits and epochs.
+FIRST_BATCH = metric("time_to_first_batch_s", S, SLOWEST, "iterator creation to the first batch", per_rank=True)
+FIRST_BATCH_LATER = metric("time_to_first_batch_later_epochs_s", S, SLOWEST, "median over the later epochs")
+WAIT_MEAN = metric("wait_mean_ms", "ms", SLOWEST, "a batch's wait for data, mean")
+WAIT_P50 = metric("wait_p50_ms", "ms", SLOWEST, "a batch's wait for data, median")
+WAIT_P95 = metric("wait_p95_ms", "ms", SLOWEST, "a batch's wait for data, 95th percentile", per_rank=True)
+EPOCH = metric("epoch_time_s", S, SLOWEST, "a whole epoch, measured (budget=epochs)")
+EPOCH_ESTIMATE = metric("epoch_time_est_s", S, SLOWEST, "start-up plus an epoch at the steady rate")
+# How much was measured.
+BATCHES = metric("measured_batches", "batches", SUM, "in the windows")
+ROUNDS = metric("measured_rounds", "rounds", SLOWEST, "whole rounds of the workers in the windows")
+SAMPLES = metric("measured_samples", "samples", SUM, "in the windows")
+SECONDS = metric("measured_seconds", S, SLOWEST, "the windows' wall time")
+WARMUP = metric("warmup_seconds", S, SLOWEST, "start-up and warm-up batches before the windows")
+REPEATS = metric("repeats", "windows", SLOWEST, "windows measured")
+# The device copy and the step.
+PINNED = metric("pinned_fraction", "ratio", WORST, "batches that arrived in pinned memory")
+H2D_MEASURED = metric("h2d_measured", "flag", WORST, "1: the copy was timed with CUDA events")
+H2D_MS = metric("h2d_ms_per_batch", "ms", SLOWEST, "host-to-device copy per batch")
+H2D_GBPS = metric("h2d_gbps", "GB/s", WORST, "host-to-device bandwidth")
+STALL = metric("stall_fraction", "ratio", SLOWEST, "with a step: the share of the time spent waiting for data")
+STEP_MS = metric("step_ms_mean", "ms", SLOWEST, "with a step: its time per batch")
+# Resources of the process tree.
+CPU_MEAN = metric("cpu_percent_mean", "%", SUM, "CPU of the tree, 100 = one core", per_rank=True)
+CPU_PEAK = metric("cpu_percent_peak", "%", SUM, "CPU of the tree, highest sample")
+PSS = metric("pss_peak_mb", "MB", SUM, "PSS of the tree, peak", per_rank=True)
+USS = metric("uss_peak_mb", "MB", SUM, "USS of the tree, peak")
+PROCESSES = metric("processes_peak", "processes", SUM, "the tree's processes, peak")
+SHM = metric("shm_peak_mb", "MB", SLOWEST, "/dev/shm in use beyond the start, peak (the node's)")
+GPU_UTIL = metric("gpu_util_percent_mean", "%", SLOWEST, "NVML utilisation of the run's GPU")
+GPU_MEMORY = metric("gpu_memory_used_peak_mb", "MB", SLOWEST, "NVML memory in use on the run's GPU, peak")
+CUDA_ALLOCATED = metric("cuda_allocated_peak_mb", "MB", SLOWEST, "torch's caching allocator, peak")
+DELIVERY = metric("delivery_ok", "flag", WORST, "1: every promised sample arrived exactly once")
+# A node's ranks together.
+SLOWEST_RANK = metric("throughput_slowest_rank_samples_per_s", "samples/s", NODE, "the slowest rank's rate")
+SYNCHRONOUS = metric("throughput_synchronous_samples_per_s", "samples/s", NODE,
+                     "ranks x the slowest rank's rate: what a step that waits for every rank gets")
+RANK_SPREAD = metric("rank_spread_rel", "ratio", NODE, "(fastest - slowest) / median of the ranks' rates")
+RANK_COUNT = metric("ranks", "ranks", NODE, "ranks that loaded at once")
+# A sweep's parent run.
+JOBS_RECORDED = metric("jobs_recorded", "jobs", Combine.NONE, "results in the sweep folder at its end")
+SWEEP_SECONDS = metric("sweep_seconds", S, Combine.NONE, "the sweep's wall time")
+
+
+def combine(values: list[float], rule: Combine) -> Optional[float]:
+    """The ranks' values of one metric as the node's."""
+    if rule is Combine.SUM:
+        return sum(values)
+    if rule is Combine.SLOWEST:
+        return max(values)
+    if rule is Combine.WORST:
+        return min(values)
+    return None
