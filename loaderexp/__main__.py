@@ -17,7 +17,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from hydra_plugins.loaderexp_search.search_sweeper import SearchSweeper
-from loaderexp.config import composed_spec, config_dir
+from loaderexp.config import Config, ConfigError, check_tracking, composed_spec, config_dir
 from loaderexp.result import RunResult
 from loaderexp.runner import JobContext, run
 
@@ -37,8 +37,10 @@ warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/ray' is validated
 def main(cfg: DictConfig) -> Optional[RunResult]:
     from loaderexp.track import sweep
 
-    # SIGTERM (a scheduler, `kill`) ends the sweep like Ctrl-C: the current run is recorded as KILLED.
+    # SIGTERM (a scheduler, `kill`) and SIGHUP (a closed terminal, a lost ssh session) end the sweep like
+    # Ctrl-C: the current run is recorded as KILLED, the sweep's parent too.
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGHUP, _interrupt)
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     # The sweep's identity, from this process or, under a launcher that runs jobs elsewhere, its record.
@@ -51,15 +53,8 @@ def main(cfg: DictConfig) -> Optional[RunResult]:
         parent_run_id=sweep_state.parent_run_id,
         name_keys=sweep_state.swept_keys,
     )
-    tracking = composed_spec(cfg).tracking
-    if not multirun and tracking.backend.value == "mlflow":
-        from loaderexp.track.tracker import TrackingUnavailable, check_reachable
-
-        try:  # say so before measuring, not after
-            check_reachable(tracking.uri)
-        except TrackingUnavailable as error:
-            print(f"loaderexp: error: {error}", file=sys.stderr)
-            raise SystemExit(2) from error
+    if not multirun:
+        _check_store(composed_spec(cfg))
     try:
         result = run(cfg, job)
     except KeyboardInterrupt:
@@ -76,6 +71,19 @@ def main(cfg: DictConfig) -> Optional[RunResult]:
         for line in (result.error or "unknown error").splitlines():
             print(f"loaderexp: error: {line}", file=sys.stderr)
         raise SystemExit(1)
+
+
+def _check_store(spec: Config) -> None:
+    """Say so before measuring, not after: a bad experiment name, or a store that cannot be used."""
+    from loaderexp.track.stores import TrackingUnavailable, check_reachable
+
+    try:
+        check_tracking(spec)
+        if spec.tracking.backend.value == "mlflow":
+            check_reachable(spec.tracking.uri)
+    except (ConfigError, TrackingUnavailable) as error:
+        print(f"loaderexp: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from error
 
 
 def _interrupt(signum, frame) -> None:

@@ -27,6 +27,7 @@ from loaderexp.config import (
     Config,
     ConfigError,
     apply_python_path,
+    check_tracking,
     composed_spec,
     config_dir,
     config_hash,
@@ -91,6 +92,7 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
                 log.info("%s: already measured in %s, skipped (resume=true)", job.label, done.parent)
                 reused, result = True, RunResult.read(done)
                 return result
+        check_tracking(spec)  # before the store is opened: a bad name is the config's fault, not the store's
         tracker, run_id = _open_run(spec, result, job)
         spec = _checked(spec, result, job)
         _measure_into(result, spec, job)
@@ -134,7 +136,7 @@ def _measure_into(result: RunResult, spec: Config, job: JobContext) -> None:
     progress = JobProgress(job.label)
     host_use: dict[str, Any] = {}
     try:
-        with exclusive_host(job.label, spec.bench.shared_host_ok, host_use):
+        with exclusive_host(job.label, spec.bench.shared_host_ok, host_use, spec.bench.host_wait_s):
             measured = _measure(spec, progress)
     finally:
         progress.close()
@@ -144,7 +146,7 @@ def _measure_into(result: RunResult, spec: Config, job: JobContext) -> None:
     result.info.update(named.info)
     result.warnings += named.warnings
     result.status = "FINISHED"
-    _write_batches(job.output_dir, named.batches_csv)
+    _write_batches(job.output_dir, named.batches_csv, result, job.label)
 
 
 def _measure(spec: Config, progress: JobProgress) -> Any:
@@ -227,14 +229,36 @@ def _tags(result: RunResult, job: JobContext) -> dict[str, Any]:
     return tags
 
 
-def _write_batches(folder: Path, table: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "batches.csv").write_text(table)
+def _write_batches(folder: Path, table: str, result: RunResult, label: str) -> None:
+    """batches.csv beside result.json; a full disk costs the file, not the measurement (it is recorded)."""
+    path = folder / "batches.csv"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(table)
+    except OSError as error:
+        _not_written(result, path, error, label)
+
+
+def _not_written(result: RunResult, path: Path, error: OSError, label: str) -> None:
+    reason = f"{path.name} could not be written to {path} ({error.strerror or error})"
+    log.error("%s: %s; the measurement still goes to MLflow", label, reason)
+    result.info.setdefault("not_written", []).append(reason)
+    result.warnings.append(reason)
+
+
+def _write_result(result: RunResult, job: JobContext) -> Optional[Path]:
+    """result.json, or None when it cannot be written (a full disk): the reason is recorded instead."""
+    try:
+        return result.write(job.output_dir)
+    except OSError as error:
+        _not_written(result, job.output_dir / RESULT_FILE, error, job.label)
+        return None
 
 
 def _record(result: RunResult, job: JobContext, tracker: Any, run_id: Optional[str]) -> None:
-    """result.json first (it survives a broken tracking store), then MLflow."""
-    path = result.write(job.output_dir)
+    """result.json first (it survives a broken tracking store), then MLflow; a failed write of either
+    loses neither the measurement nor the sweep."""
+    path = _write_result(result, job)
     if result.status == "FAILED":
         log.error("%s failed: %s", job.label, result.error)
     if tracker is None or run_id is None:
@@ -248,4 +272,5 @@ def _record(result: RunResult, job: JobContext, tracker: Any, run_id: Optional[s
                   "imports it later", job.label, error, path, job.output_dir.parent)
         return
     result.logged = True
-    result.write(job.output_dir)
+    if path is not None:
+        _write_result(result, job)

@@ -127,3 +127,11 @@ class RankOneKilled(_RankOne):
 class RankOneHangs(_RankOne):
     def fail(self):
         ctypes.CDLL(None).sleep(3600)
+
+
+class SlowToBuild(SyntheticImages):
+    """A dataset whose constructor takes ``build_s`` seconds (a big index read at start-up, say)."""
+
+    def __init__(self, build_s: float = 3.0, **kwargs):
+        time.sleep(build_s)
+        super().__init__(**kwargs)

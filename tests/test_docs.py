@@ -28,8 +28,9 @@ def field_comments() -> dict[tuple[str, str], str]:
         if isinstance(node, ast.ClassDef):
             for item in node.body:
                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
-                    line = lines[item.lineno - 1]
-                    comments[(node.name, item.target.id)] = line.split("  # ", 1)[1].strip() if "  # " in line else ""
+                    line, above = lines[item.lineno - 1], lines[item.lineno - 2].strip()
+                    comment = line.split("  # ", 1)[1] if "  # " in line else above[2:] if above.startswith("# ") else ""
+                    comments[(node.name, item.target.id)] = comment.strip()
     return comments
 
 
@@ -48,13 +49,33 @@ def reference() -> str:
     from loaderexp.config.schema import GROUPS, MISSING
 
     comments = field_comments()
-    rows = ["| setting | default | what it does |", "|---|---|---|"]
+    rows = ["| setting | default | valid | what it does |", "|---|---|---|---|"]
     for group, schema in GROUPS.items():
         for f in dataclasses.fields(schema):
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
             text = "(set by the preset)" if default == MISSING else f"`{shown(default)}`"
-            rows.append(f"| `{group}.{f.name}` | {text} | {comments.get((schema.__name__, f.name), '')} |")
+            rows.append(f"| `{group}.{f.name}` | {text} | {valid(f)} | {comments.get((schema.__name__, f.name), '')} |")
     return "\n".join(rows)
+
+
+def valid(f: dataclasses.Field) -> str:
+    """The values a setting may take, as validation words them."""
+    meta = f.metadata
+    if meta.get("rule"):
+        return meta["rule"]
+    if meta.get("ge") is not None:
+        return f">= {meta['ge']:g}"
+    if meta.get("gt") is not None:
+        return f"> {meta['gt']:g}"
+    if meta.get("nonempty"):
+        return "not empty"
+    if isinstance(f.type, str) and ("Enum" in f.type or f.type[:1].isupper() and f.type not in ("Optional[str]",)):
+        from loaderexp.config import schema
+
+        kind = getattr(schema, f.type.replace("Optional[", "").rstrip("]"), None)
+        if isinstance(kind, type) and issubclass(kind, Enum):
+            return ", ".join(member.value for member in kind)
+    return ""
 
 
 def page_reference(text: str) -> str:

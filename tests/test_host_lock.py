@@ -35,7 +35,7 @@ def test_a_second_measurement_waits_for_the_host(tmp_path, monkeypatch):
     assert one["host_lock"] == two["host_lock"] == "exclusive"
     assert two["measured_from"] >= one["measured_until"]  # no overlap
     assert two["waited_for_host_s"] > 0 and one["waited_for_host_s"] < two["waited_for_host_s"]
-    assert (tmp_path / "host.lock").read_text() == ""  # nobody holds it now
+    assert (tmp_path / "host.lock").read_text() == "loaderexp host lock\n"  # nobody named as holding it now
 
 
 def test_shared_host_ok_lets_measurements_overlap(tmp_path, monkeypatch):

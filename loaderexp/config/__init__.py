@@ -26,7 +26,7 @@ from loaderexp.config.compose import (
 )
 from loaderexp.config.errors import ConfigError
 from loaderexp.config.schema import META_KEYS, Config
-from loaderexp.config.validation import check_targets, validate, without_inapplicable
+from loaderexp.config.validation import check_targets, check_tracking, validate, without_inapplicable
 
 __all__ = [
     "META_KEYS",
@@ -34,6 +34,7 @@ __all__ = [
     "ConfigError",
     "apply_python_path",
     "check_targets",
+    "check_tracking",
     "compose",
     "composed_spec",
     "config_dir",

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from loaderexp.config.errors import ConfigError
+from loaderexp.config.folders import job_folder
 from loaderexp.config.schema import Config, TargetNode
 from loaderexp.config.store import register_configs
 
@@ -36,6 +37,9 @@ def _register_resolvers() -> None:
     if not OmegaConf.has_resolver("project_root"):
         # The clone's root (or the installed package's folder): where examples/ lives.
         OmegaConf.register_new_resolver("project_root", lambda: str(config_dir().parent))
+    if not OmegaConf.has_resolver("loaderexp_job_folder"):
+        # A sweep job's folder: its number, or resuming, the folder of its configuration (folders.py).
+        OmegaConf.register_new_resolver("loaderexp_job_folder", job_folder)
 
 
 _register_resolvers()
@@ -78,7 +82,18 @@ def resolve_auto_transform(spec: Config) -> Config:
     if not path.is_file():
         choices = sorted(p.stem for p in path.parent.glob("*.yaml"))
         raise ConfigError([f"dataset.default_transform={default!r} is not a transform; valid: {', '.join(choices)}"])
-    return dataclasses.replace(spec, transform=TargetNode(OmegaConf.to_container(OmegaConf.load(path), resolve=True)))
+    node = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    # What `transform=auto` carries (transform.api=v2) goes into the usual transform, which must take it.
+    auto_defaults = OmegaConf.to_container(OmegaConf.load(config_dir() / "transform" / "auto.yaml"))
+    for key, value in spec.transform.node.items():
+        if key == "name":
+            continue
+        if key in node:
+            node[key] = value
+        elif value != auto_defaults.get(key):
+            raise ConfigError([f"transform.{key}={value}: the dataset's usual transform ({default}) takes no {key}; "
+                               f"choose one that does, e.g. transform=to_tensor transform.{key}={value}"])
+    return dataclasses.replace(spec, transform=TargetNode(node))
 
 
 def plain(value: Any) -> Any:

@@ -16,6 +16,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional
 
+
+def bounded(default: Any, *, ge: Optional[float] = None, gt: Optional[float] = None, rule: str = "",
+            nonempty: bool = False) -> Any:
+    """A setting with the values it may take, declared beside its default: validation checks the range
+    (and that a float is a finite number) and says ``rule`` (else ``>= ge`` / ``> gt``) when it fails."""
+    return field(default=default, metadata={"ge": ge, "gt": gt, "rule": rule, "nonempty": nonempty})
+
 MISSING = "???"  # OmegaConf's marker for a value the YAML must give
 # Keys in dataset/sampler/transform nodes that describe the node instead of being arguments.
 META_KEYS = ("name", "default_transform", "python_path")
@@ -59,13 +66,17 @@ class LoaderConfig:
     Each field is passed to DataLoader as the keyword of the same name (``loading/dataloader.py``).
     """
 
-    batch_size: Optional[int] = 128  # None: each dataset item is already a batch (DataLoader's batch_size=None)
-    num_workers: int = 0  # 0 loads in the main process; each worker costs a process's memory and a core
+    # None: each dataset item is already a batch (DataLoader's batch_size=None)
+    batch_size: Optional[int] = bounded(128, ge=1, rule="null (the dataset's items are batches) or an integer >= 1")
+    # 0 loads in the main process; each worker costs a process's memory and a core
+    num_workers: int = bounded(0, ge=0, rule=">= 0 (0 loads in the main process)")
     pin_memory: bool = False  # batches in page-locked memory: faster host-to-device copies that can be async
-    prefetch_factor: Optional[int] = None  # batches in flight per worker; None = DataLoader's 2
+    # batches in flight per worker; None = DataLoader's 2
+    prefetch_factor: Optional[int] = bounded(None, ge=1, rule="null or an integer >= 1")
     persistent_workers: bool = False  # keep workers between epochs: no start-up cost per epoch
     drop_last: bool = False  # leave out the last batch when it is short
-    timeout: float = 0.0  # seconds to wait for a worker's batch (0 = forever)
+    # seconds to wait for a worker's batch (0 = forever)
+    timeout: float = bounded(0.0, ge=0, rule=">= 0 seconds (0 waits forever)")
     multiprocessing_context: Optional[MpContext] = None  # None = the platform default
     in_order: bool = True  # false lets a fast worker's batch overtake a slow one's
     collate_fn: Optional[str] = None  # dotted path to a callable; None = default_collate
@@ -82,24 +93,30 @@ class DeviceConfig:
 @dataclass(frozen=True)
 class BenchConfig:
     budget: Budget = Budget.batches  # a repeat is: batches (a window), epochs (whole epochs) or seconds
-    warmup_batches: int = 5  # at least; raised to num_workers x prefetch_factor (the pipeline's depth)
-    batches: int = 20  # measured batches per repeat (budget=batches), rounded up to whole rounds
-    min_window_s: float = 0.5  # budget=batches: and at least this long (timer and scheduler jitter stay small)
-    epochs: int = 1  # measured epochs per repeat (budget=epochs)
-    seconds: float = 5.0  # measured seconds per repeat (budget=seconds), ended on a round boundary
-    repeats: Optional[int] = None  # a fixed number of repeats; None = adaptive (min_repeats..max_repeats)
-    min_repeats: int = 3  # adaptive: at least this many windows
-    max_repeats: int = 10  # adaptive: at most this many windows
-    precision: float = 0.05  # adaptive: stop once IQR/median across repeats is at most this
-    noise_threshold: float = 0.10  # IQR/median above this flags the run as noisy
-    seed: int = 0  # seeds the sampler's order, the data and the transforms (and the datasets that take it)
-    resource_interval_s: float = 0.5  # CPU/memory sampling period
-    max_run_seconds: float = 900.0  # wall-clock limit of one measured repeat
-    job_timeout_s: float = 3600.0  # a whole job, set-up included; past it the job's process is killed
-    stall_s: float = 120.0  # no batch for this long (or 20x the longest gap seen) is a stall: killed
+    warmup_batches: int = bounded(5, ge=0)  # at least; raised to num_workers x prefetch_factor (the pipeline's depth)
+    batches: int = bounded(20, ge=1)  # measured batches per repeat (budget=batches), rounded up to whole rounds
+    # budget=batches: and at least this long (timer and scheduler jitter stay small)
+    min_window_s: float = bounded(0.5, ge=0)
+    epochs: int = bounded(1, ge=1)  # measured epochs per repeat (budget=epochs)
+    seconds: float = bounded(5.0, gt=0)  # measured seconds per repeat (budget=seconds), ended on a round boundary
+    # a fixed number of repeats; None = adaptive (min_repeats..max_repeats)
+    repeats: Optional[int] = bounded(None, ge=1, rule="null (adaptive) or >= 1")
+    min_repeats: int = bounded(3, ge=1)  # adaptive: at least this many windows
+    max_repeats: int = bounded(10, ge=1)  # adaptive: at most this many windows
+    precision: float = bounded(0.05, gt=0)  # adaptive: stop once IQR/median across repeats is at most this
+    noise_threshold: float = bounded(0.10, ge=0)  # IQR/median above this flags the run as noisy
+    # seeds the sampler's order, the data and the transforms (and the datasets that take it)
+    seed: int = bounded(0, ge=0)
+    resource_interval_s: float = bounded(0.5, gt=0)  # CPU/memory sampling period
+    max_run_seconds: float = bounded(900.0, gt=0)  # wall-clock limit of one measured repeat
+    job_timeout_s: float = bounded(3600.0, gt=0)  # a whole job, set-up included; past it the job's process is killed
+    stall_s: float = bounded(120.0, gt=0)  # no batch for this long (or 20x the longest gap seen) is a stall: killed
     isolate: bool = True  # measure in a killable child process (false: in this process, for debugging)
-    stop_below: Optional[float] = None  # stop after the first window when it is below this rate (a search's pruning)
+    # stop after the first window when it is below this rate (a search's pruning)
+    stop_below: Optional[float] = bounded(None, ge=0, rule="null or a rate >= 0")
     shared_host_ok: bool = False  # let measurements share a host (else each job waits for the host to itself)
+    # at most this long waiting for another measurement on this host: then FAILED, host busy
+    host_wait_s: float = bounded(3600.0, ge=0)
 
 
 @dataclass(frozen=True)
@@ -109,12 +126,12 @@ class StepConfig:
     names, and ``kwargs``, and returns a callable(batch), or nothing to only load."""
 
     kind: StepKind = StepKind.none  # none, sleep, matmul, model or custom: the preset's name
-    ms: float = 0.0  # sleep: milliseconds per batch
-    size: int = 1024  # matmul: side of the square matrices
-    repeat: int = 1  # matmul: chained multiplies per batch
+    ms: float = bounded(0.0, ge=0)  # sleep: milliseconds per batch
+    size: int = bounded(1024, ge=1)  # matmul: side of the square matrices
+    repeat: int = bounded(1, ge=1)  # matmul: chained multiplies per batch
     model: str = "resnet18"  # model: a torchvision.models name, built without pretrained weights
-    num_classes: int = 10  # model: its output classes
-    lr: float = 0.01  # model: SGD learning rate (momentum 0.9)
+    num_classes: int = bounded(10, ge=1)  # model: its output classes
+    lr: float = bounded(0.01, gt=0)  # model: SGD learning rate (momentum 0.9)
     _target_: Optional[str] = None  # dotted path to factory(device, **knobs) -> callable(batch); None: no step
     kwargs: dict[str, Any] = field(default_factory=dict)  # the factory's other arguments
     python_path: Optional[str] = None  # a folder put on sys.path to import _target_ from
@@ -123,12 +140,14 @@ class StepConfig:
 @dataclass(frozen=True)
 class BackendConfig:
     name: str = "dataloader"  # the loading stack: a module of loaderexp/loading/ and a file in conf/backend/
-    num_threads: Optional[int] = None  # spdl: the pipeline's thread pool (default: loader.num_workers)
+    # spdl: the pipeline's thread pool (default: loader.num_workers)
+    num_threads: Optional[int] = bounded(None, ge=1, rule="null or an integer >= 1")
 
 
 @dataclass(frozen=True)
 class DistConfig:
-    nproc_per_node: int = 1  # ranks loading at once, each with its own loader.num_workers (1: no extra process)
+    # ranks loading at once, each with its own loader.num_workers (1: no extra process)
+    nproc_per_node: int = bounded(1, ge=1, rule=">= 1 (1: one process, as without dist)")
     start_method: MpContext = MpContext.spawn  # how the ranks start (torchrun: a fresh interpreter each)
     cpu_affinity: bool = False  # split the usable cores evenly between the ranks, as a launcher's binding would
 
@@ -137,7 +156,7 @@ class DistConfig:
 class TrackingConfig:
     backend: TrackingBackend = TrackingBackend.mlflow  # mlflow, or none: result.json only
     uri: str = MISSING  # the MLflow store: sqlite:///<file> (the preset: ./mlflow.db), or http(s):// a server
-    experiment: str = "loaderexp"  # the MLflow experiment (named sweeps set their own)
+    experiment: str = bounded("loaderexp", nonempty=True)  # the MLflow experiment (named sweeps set their own)
 
 
 @dataclass(frozen=True)

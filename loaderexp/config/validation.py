@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import importlib.util
 from enum import Enum
 from typing import Any, Optional
 
 from loaderexp.config.compose import config_dir
 from loaderexp.config.errors import ConfigError
-from loaderexp.config.schema import BackendConfig, BenchConfig, Config, LoaderConfig, StepConfig
+from loaderexp.config.schema import GROUPS, BackendConfig, BenchConfig, Config, LoaderConfig
 from loaderexp.config.targets import target_problems
 from loaderexp.result import param_text
 
@@ -37,13 +38,12 @@ def validate(spec: Config, cuda_available: bool, cpus: int, targets: bool = True
     ``worker_init_fn``): the runner leaves those to the measuring process, where torch and
     torchvision are loaded already, and :func:`check_targets` does them first thing there.
     """
-    problems: list[str] = []
+    problems: list[str] = range_problems(spec)
     warnings: list[str] = []
     _check_loader(spec.loader, problems, warnings, cpus, spec.dist.nproc_per_node)
     _check_dist(spec, problems)
     _check_backend(spec, problems)
     _check_bench(spec.bench, problems)
-    _check_step(spec.step, problems)
     _check_device(spec, cuda_available, problems, warnings)
     _check_rank_gpus(spec, cuda_available, gpus, problems)
     if targets:
@@ -76,9 +76,7 @@ def without_inapplicable(loader: LoaderConfig) -> tuple[LoaderConfig, list[str]]
 
 def _check_dist(spec: Config, problems: list[str]) -> None:
     ranks = spec.dist.nproc_per_node
-    if ranks < 1:
-        problems.append(f"dist.nproc_per_node={ranks}: must be >= 1 (1: one process, as without dist)")
-    elif ranks > 1 and spec.sampler.name not in DIST_SAMPLERS:
+    if ranks > 1 and spec.sampler.name not in DIST_SAMPLERS:
         problems.append(f"sampler={spec.sampler.name} with dist.nproc_per_node={ranks}: each rank loads "
                         f"through DistributedSampler; valid samplers: {', '.join(DIST_SAMPLERS)}")
 
@@ -132,23 +130,13 @@ def _check_backend(spec: Config, problems: list[str]) -> None:
 
 def _check_loader(loader: LoaderConfig, problems: list[str], warnings: list[str], cpus: int, ranks: int = 1) -> None:
     workers = loader.num_workers
-    if loader.batch_size is None:
-        if loader.drop_last:
-            problems.append("loader.drop_last=true: needs a loader.batch_size (null turns batching off: each "
-                            "item of the dataset is already a batch, and there is no short last batch to drop)")
-    elif loader.batch_size < 1:
-        problems.append(f"loader.batch_size={loader.batch_size}: must be null (the dataset's items are batches) "
-                        "or an integer >= 1")
-    if workers < 0:
-        problems.append(f"loader.num_workers={workers}: must be >= 0 (0 loads in the main process)")
+    if loader.batch_size is None and loader.drop_last:
+        problems.append("loader.drop_last=true: needs a loader.batch_size (null turns batching off: each "
+                        "item of the dataset is already a batch, and there is no short last batch to drop)")
     _, dropped = without_inapplicable(loader)
     if dropped:
         warnings.append(f"{', '.join(dropped)} not applied: with num_workers=0 there are no workers to configure "
                         "(DataLoader refuses them), so this run loads without")
-    if loader.prefetch_factor is not None and loader.prefetch_factor < 1:
-        problems.append(f"loader.prefetch_factor={loader.prefetch_factor}: must be null or an integer >= 1")
-    if loader.timeout < 0:
-        problems.append(f"loader.timeout={show(loader.timeout)}: must be >= 0 seconds (0 waits forever)")
     if ranks > 1 and ranks * workers > cpus:
         warnings.append(f"dist.nproc_per_node={ranks} x loader.num_workers={workers} = {ranks * workers} workers "
                         f"exceed the {cpus} CPUs this process may use: the ranks' workers compete for cores")
@@ -161,27 +149,43 @@ def _check_loader(loader: LoaderConfig, problems: list[str], warnings: list[str]
 
 
 def _check_bench(bench: BenchConfig, problems: list[str]) -> None:
-    for key in ("batches", "epochs", "min_repeats", "max_repeats"):
-        if getattr(bench, key) < 1:
-            problems.append(f"bench.{key}={getattr(bench, key)}: must be >= 1")
-    if bench.repeats is not None and bench.repeats < 1:
-        problems.append(f"bench.repeats={bench.repeats}: must be null (adaptive) or >= 1")
     if bench.max_repeats < bench.min_repeats:
         problems.append(f"bench.max_repeats={bench.max_repeats}: must be >= bench.min_repeats={bench.min_repeats}")
-    if bench.min_window_s < 0:
-        problems.append(f"bench.min_window_s={show(bench.min_window_s)}: must be >= 0")
-    if bench.warmup_batches < 0:
-        problems.append(f"bench.warmup_batches={bench.warmup_batches}: must be >= 0")
-    for key in ("seconds", "max_run_seconds", "job_timeout_s", "stall_s", "resource_interval_s", "precision"):
-        if getattr(bench, key) <= 0:
-            problems.append(f"bench.{key}={show(getattr(bench, key))}: must be > 0")
 
 
-def _check_step(step: StepConfig, problems: list[str]) -> None:
-    if step.ms < 0:
-        problems.append(f"step.ms={step.ms}: must be >= 0")
-    if step.size < 1 or step.repeat < 1:
-        problems.append(f"step.size={step.size}, step.repeat={step.repeat}: both must be >= 1")
+def check_tracking(spec: Config) -> None:
+    """The tracking settings alone, checked before a store is opened: an empty experiment name is a
+    config error, not an unavailable store."""
+    problems = range_problems(spec, ("tracking",))
+    if problems:
+        raise ConfigError(problems)
+
+
+def range_problems(spec: Config, groups: tuple[str, ...] = tuple(GROUPS)) -> list[str]:
+    """Every setting against the values its schema field declares (``bounded``): in range, a float
+    finite (``nan`` would turn a check off: ``nan > 0`` is false), a name not empty."""
+    problems = []
+    for group in groups:
+        schema = GROUPS[group]
+        node = getattr(spec, group)
+        for f in dataclasses.fields(schema):
+            value, meta = getattr(node, f.name), f.metadata
+            if value is None or isinstance(value, (bool, Enum)):
+                continue
+            if isinstance(value, str):
+                if meta.get("nonempty") and not value.strip():
+                    problems.append(f"{group}.{f.name}={value!r}: must not be empty")
+                continue
+            if not isinstance(value, (int, float)):
+                continue
+            ge, gt = meta.get("ge"), meta.get("gt")
+            finite = math.isfinite(value)
+            if finite and (ge is None or value >= ge) and (gt is None or value > gt):
+                continue
+            rule = meta.get("rule") or (f">= {ge:g}" if ge is not None else f"> {gt:g}" if gt is not None else "")
+            rule = rule if finite else f"a finite number{' ' + rule if rule else ''}"
+            problems.append(f"{group}.{f.name}={show(value)}: must be {rule}")
+    return problems
 
 
 def _check_rank_gpus(spec: Config, cuda_available: bool, gpus: Optional[int], problems: list[str]) -> None:

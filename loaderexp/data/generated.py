@@ -9,8 +9,10 @@ and interrupted builds never see half a data set.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -32,7 +34,8 @@ def build_once(folder: Path, identity: Mapping[str, Any], write: Callable[[Path]
     if _state(folder, identity) != "stale":
         return _state(folder, identity)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+    lock = open_lock(folder.parent / f".{folder.name}.lock")
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a parallel job may have built it while we waited
         state = _state(folder, identity)
         if state != "stale":
@@ -46,6 +49,19 @@ def build_once(folder: Path, identity: Mapping[str, Any], write: Callable[[Path]
         shutil.rmtree(folder, ignore_errors=True)
         tmp.rename(folder)
         return "built"
+    finally:
+        os.close(lock)
+
+
+def open_lock(path: Path) -> int:
+    """The build lock, opened to lock and nothing else: created empty if missing, never truncated or
+    written, and never through a symbolic link (a shared data root is writable by others).  How long
+    it is waited for is bounded by the job's own time limit (bench.job_timeout_s)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        why = "a symbolic link: refused" if error.errno == errno.ELOOP else error.strerror
+        raise OSError(error.errno, f"the data root's build lock {path} cannot be used ({why})", str(path)) from None
 
 
 def _state(folder: Path, identity: Mapping[str, Any]) -> str:

@@ -236,7 +236,9 @@ class WatchedJob:
     def take(self, message: Any) -> bool:
         """Note one message; True once the measuring process and its workers are gone with a result."""
         if isinstance(message, Started):
+            # The dataset is built (the holder forks the measuring process from it): stalls count from here.
             self.pid = message.pid
+            self.watch = StallWatch(self.watch.stall_s, time.monotonic())
         elif isinstance(message, Planned):
             self.total = message.total
         elif isinstance(message, Done):
@@ -267,9 +269,12 @@ class WatchedJob:
         if self.on_batch is not None and watch.count:
             self.on_batch(watch.count, self.total)
         if now > self.deadline:
+            if self.pid is None:
+                raise MeasurementError("Timeout", f"the dataset was still being built after bench.job_timeout_s="
+                                       f"{self.limit_s:g} s (its constructor, or generating its files); killed")
             raise MeasurementError(
                 "Timeout", f"the job passed its wall-clock limit bench.job_timeout_s={self.limit_s:g} and was killed")
-        if watch.stalled(now):
+        if self.pid is not None and watch.stalled(now):  # building the dataset is not a stall
             states = process_states(self.pid if self.pid is not None else self.holder.process.pid)
             raise MeasurementError(
                 "Stalled",

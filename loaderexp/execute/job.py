@@ -53,20 +53,32 @@ def configured_dataset(spec: Config) -> Any:
     return build_dataset(spec.dataset, build_transform(spec.transform))
 
 
-def budget_from(bench: BenchConfig, loader: LoaderConfig) -> BudgetSpec:
+def budget_from(bench: BenchConfig, loader: LoaderConfig, batches_per_epoch: Optional[int] = None) -> BudgetSpec:
     """The measured budget of one repeat; with workers, warm-up and windows follow the rounds.
 
     The warm-up lasts at least the pipeline's depth (``num_workers x prefetch_factor`` batches are
     in flight when the first arrives), and a window holds whole rounds of ``num_workers`` batches.
-    Whole epochs are timed whole: there the warm-up stays as configured.
+    An epoch has no more batches than it has: more workers than that never all have work, so the
+    depth and the round are at most an epoch's batches.  Whole epochs are timed whole: there the
+    warm-up stays as configured.
     """
     mode = bench.budget.value
     warmup = bench.warmup_batches
+    busy = min(loader.num_workers, batches_per_epoch) if batches_per_epoch else loader.num_workers
     if mode != "epochs":
-        warmup = max(warmup, loader.num_workers * (loader.prefetch_factor or 2))
+        depth = busy * (loader.prefetch_factor or 2)
+        warmup = max(warmup, min(depth, batches_per_epoch) if batches_per_epoch else depth)
     return BudgetSpec(mode=mode, warmup_batches=warmup, batches=bench.batches, epochs=bench.epochs,
                       seconds=bench.seconds, max_seconds=bench.max_run_seconds,
-                      round_size=max(loader.num_workers, 1), min_seconds=bench.min_window_s)
+                      round_size=max(busy, 1), min_seconds=bench.min_window_s)
+
+
+def idle_workers_warning(loader: LoaderConfig, batches_per_epoch: Optional[int]) -> list[str]:
+    if not batches_per_epoch or loader.num_workers <= batches_per_epoch:
+        return []
+    return [f"loader.num_workers={loader.num_workers} for {batches_per_epoch} batches an epoch: at most "
+            f"{batches_per_epoch} workers get a batch, the others only start and stop; the warm-up and the "
+            "windows' rounds are sized to the epoch"]
 
 
 def repeat_range(bench: BenchConfig) -> tuple[int, int]:
@@ -153,8 +165,10 @@ def measure(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[
     consumer = Consumer(to_device, build_step(spec.step, target), prefetch=spec.device.prefetch)
     # Nothing to copy, pin-check or compute: leave the per-batch hook out of the hot loop.
     idle = consumer.step is None and target.type == "cpu" and not torch.cuda.is_available()
-    budget, plan = budget_from(spec.bench, loader_spec), repeat_plan(spec.bench)
-    total = planned_batches(budget, plan.fewest, _length(loader))
+    per_epoch = _length(loader)
+    budget, plan = budget_from(spec.bench, loader_spec, per_epoch), repeat_plan(spec.bench)
+    warnings += idle_workers_warning(loader_spec, per_epoch)
+    total = planned_batches(budget, plan.fewest, per_epoch)
     gpu_index = (target.index or 0) if target.type == "cuda" else None
     with ResourceMonitor(spec.bench.resource_interval_s, gpu_index=gpu_index, forked_from=forked_from) as monitor:
         windows, stopped = repeat_until_precise(loader, budget, plan, delivery, None if idle else consumer,

@@ -49,6 +49,11 @@ def shm_preflight(dataset: Any, iterable: bool, batch_size: Optional[int], num_w
     sample_bytes = sample_bytes_in_probe(dataset)
     if sample_bytes is None:
         return []  # the sample could not be read: the measurement itself will say why
+    if batch_size is not None:
+        try:  # a batch holds at most the whole dataset: 2 samples with batch_size 1024 are 2 samples
+            batch_size = min(batch_size, len(dataset))
+        except TypeError:
+            pass
     needed = shm_needed(sample_bytes, batch_size, num_workers, prefetch_factor)
     verdict = shm_verdict(needed, resources.shm_free_bytes())
     return [verdict] if verdict else []

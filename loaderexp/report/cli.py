@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -33,8 +34,12 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--uri", help="read the sweep from this MLflow tracking URI instead of a folder")
     parser.add_argument("--out", type=Path, help="where report.txt and throughput.png go (default: the sweep folder)")
     args = parser.parse_args(argv)
+    logging.basicConfig(format="loaderexp: %(levelname)s: %(message)s")
     if args.uri:
-        items = results_from_mlflow(args.uri, args.sweep)
+        try:
+            items = results_from_mlflow(args.uri, args.sweep)
+        except LookupError as error:
+            parser.error(str(error))
         out = args.out or Path("outputs") / "reports" / args.sweep
     else:
         folder = Path(args.sweep)

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from loaderexp.result import RESULT_FILE, RunResult
 
+log = logging.getLogger("loaderexp")
+
 
 def load_results(sweep_dir: Path) -> list[tuple[Path, RunResult]]:
-    """Every job's result below ``sweep_dir``, in job order."""
+    """Every job's result below ``sweep_dir``, in job order; a file that is not one (truncated, stray,
+    of another tool) is skipped with a warning that names it."""
     found = []
     for path in Path(sweep_dir).rglob(RESULT_FILE):
-        found.append((path.parent, RunResult.read(path)))
+        try:
+            found.append((path.parent, RunResult.read(path)))
+        except (OSError, ValueError, TypeError) as error:  # JSONDecodeError is a ValueError; a wrong shape, TypeError
+            log.warning("skipped %s: not a loaderexp result (%s: %s)", path, type(error).__name__,
+                        str(error).splitlines()[0] if str(error) else "")
     return sorted(found, key=lambda item: _job_order(item[0]))
 
 
@@ -20,11 +28,20 @@ def _job_order(folder: Path) -> tuple:
 
 
 def results_from_mlflow(uri: str, parent_run_id: str) -> list[tuple[Path, RunResult]]:
-    """A sweep's child runs, read back from MLflow as results (for sweeps run elsewhere)."""
+    """A sweep's child runs, read back from MLflow as results (for sweeps run elsewhere).  Raises
+    LookupError, with one line, for a store that is not there (reading never creates one) or a run
+    that is not in it."""
+    from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
+    local = Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+    if local is not None and not local.is_file():
+        raise LookupError(f"--uri {uri}: no MLflow store there ({local} does not exist)")
     client = MlflowClient(uri)
-    parent = client.get_run(parent_run_id)
+    try:
+        parent = client.get_run(parent_run_id)
+    except MlflowException as error:
+        raise LookupError(f"{parent_run_id}: no such run in {uri} ({str(error).splitlines()[0]})") from None
     runs = client.search_runs(
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'", max_results=10_000
     )

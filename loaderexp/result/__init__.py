@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from loaderexp.result.host import cpu_model, machine_facts, usable_cpus
 
@@ -32,6 +33,7 @@ DATASET_NAME = "dataset.name"
 DATASET_ROOT = "dataset.root"
 DATASET_TARGET = "dataset._target_"
 DATA_ROOT = "data_root"
+RESUME = "resume"
 
 
 @dataclass
@@ -61,6 +63,8 @@ class RunResult:
     @classmethod
     def read(cls, path: Path) -> "RunResult":
         data = json.loads(Path(path).read_text())
+        if not isinstance(data, dict) or not isinstance(data.get("params"), dict) or "status" not in data:
+            raise ValueError("it holds no status and params")
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -85,15 +89,31 @@ def param_text(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
-def redact_uri(uri: str) -> str:
-    """``uri`` with its password replaced by ``***`` (``http://user:***@host``): for messages."""
+# Query parameters that carry a credential (?token=, ?access_token=, ?password=, ?sig=, ?api_key= ...).
+SECRET_QUERY = re.compile(r"token|passw|pwd|secret|key|auth|credential|sig", re.IGNORECASE)
+
+
+def uri_secrets(uri: str) -> list[str]:
+    """What in ``uri`` is a credential: its password, and query parameters named like one."""
     parts = urlsplit(uri)
-    if parts.password is None:
-        return uri
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    found = ["a password"] if parts.password is not None else []
+    found += [f"the query parameter {key}" for key, _ in parse_qsl(parts.query, keep_blank_values=True)
+              if SECRET_QUERY.search(key)]
+    return found
 
 
-__all__ = ["RESULT_FILE", "RunResult", "cpu_model", "machine_facts", "param_text", "redact_uri",
+def redact_uri(uri: str) -> str:
+    """``uri`` with its password and credential query values replaced by ``***``: for messages."""
+    if not uri_secrets(uri):
+        return uri  # as written (urlunsplit would drop the empty host of sqlite:////abs/path)
+    parts = urlsplit(uri)
+    if parts.password is not None:
+        host = parts.hostname or ""
+        parts = parts._replace(netloc=f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else ""))
+    query = [(key, "***" if SECRET_QUERY.search(key) else value)
+             for key, value in parse_qsl(parts.query, keep_blank_values=True)]
+    return urlunsplit(parts._replace(query=urlencode(query, safe="*"))) if parts.query else urlunsplit(parts)
+
+
+__all__ = ["RESULT_FILE", "RunResult", "cpu_model", "machine_facts", "param_text", "redact_uri", "uri_secrets",
            "usable_cpus"]

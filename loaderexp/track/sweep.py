@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -22,10 +23,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from loaderexp.config import composed_spec
+from loaderexp.config import ConfigError, check_tracking, composed_spec
 from loaderexp.config.schema import TrackingConfig
 from loaderexp.result import metrics as M
-from loaderexp.result import redact_uri
+from loaderexp.result import redact_uri, uri_secrets
+from loaderexp.track.launchers import check_launcher
 
 log = logging.getLogger("loaderexp")
 
@@ -84,20 +86,34 @@ def identity(sweep_dir: Path) -> SweepState:
                       parent_run_id=saved.get("parent_run_id"), sweep_dir=Path(sweep_dir))
 
 
-def refuse_password_in_uri(tracking: TrackingConfig) -> None:
-    """A password in tracking.uri would reach the files Hydra writes (multirun.yaml, .hydra/),
-    the run's params and every log line that names the store: refuse it before any of them."""
+DATABASE_SCHEMES = ("postgresql", "mysql", "mssql", "oracle")
+
+
+def refuse_credentials_in_uri(tracking: TrackingConfig) -> None:
+    """A credential in tracking.uri (a password, a ``?token=``) would reach the files Hydra writes
+    (multirun.yaml, .hydra/), the run's params and every log line that names the store: refuse it
+    before any of them, saying where that credential goes instead."""
     uri = tracking.uri or ""
-    if tracking.backend.value == "mlflow" and urlsplit(uri).password is not None:
-        print(f"loaderexp: error: tracking.uri={redact_uri(uri)} carries a password: give it through the "
-              "environment (MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN), "
-              "which MLflow reads and loaderexp never records", file=sys.stderr)
-        raise SystemExit(2)
+    secrets = uri_secrets(uri)
+    if tracking.backend.value != "mlflow" or not secrets:
+        return
+    scheme = urlsplit(uri).scheme.split("+")[0]
+    if scheme == "postgresql":
+        advice = ("a ~/.pgpass file (host:port:database:user:password, mode 0600) or PGPASSWORD, which "
+                  "SQLAlchemy's psycopg2 driver reads")
+    elif scheme in DATABASE_SCHEMES:
+        advice = f"the {scheme} driver's own password file or environment variable (e.g. MYSQL_PWD for mysql)"
+    else:
+        advice = ("MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN, which MLflow "
+                  "reads")
+    print(f"loaderexp: error: tracking.uri={redact_uri(uri)} carries {' and '.join(secrets)}: give it through "
+          f"{advice}; loaderexp never records those", file=sys.stderr)
+    raise SystemExit(2)
 
 
 class SweepCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        refuse_password_in_uri(composed_spec(config).tracking)
+        refuse_credentials_in_uri(composed_spec(config).tracking)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # Hydra turns a callback's exception into a warning and runs the jobs anyway; a sweep
@@ -113,7 +129,13 @@ class SweepCallback(Callback):
     def _start(self, config: DictConfig) -> None:
         global STATE
         spec = composed_spec(config)
-        refuse_password_in_uri(spec.tracking)
+        refuse_credentials_in_uri(spec.tracking)
+        check_launcher(config)
+        try:
+            check_tracking(spec)
+        except ConfigError as error:
+            print(f"loaderexp: error: {error}; the sweep did not start", file=sys.stderr)
+            raise SystemExit(2) from error
         total, swept = grid(config)
         STATE = SweepState(total=total, swept_keys=swept, sweep_dir=Path(config.hydra.sweep.dir), started=time.time(),
                            search=is_search(config))
@@ -124,11 +146,8 @@ class SweepCallback(Callback):
         if tracking.backend.value != "mlflow":
             _write_record(tracking)
             return
-        from loaderexp.track.tracker import (
-            MlflowTracker,
-            TrackingUnavailable,
-            check_reachable,
-        )
+        from loaderexp.track.stores import TrackingUnavailable, check_reachable
+        from loaderexp.track.tracker import MlflowTracker
 
         try:
             check_reachable(tracking.uri)
@@ -136,34 +155,39 @@ class SweepCallback(Callback):
             print(f"loaderexp: error: {error}; the sweep did not start", file=sys.stderr)
             raise SystemExit(2) from error
         STATE.tracker = MlflowTracker(tracking.uri, tracking.experiment)
-        from loaderexp.result import machine_facts
-        from loaderexp.track.tracker import host_tags
-
-        tags = host_tags(machine_facts())  # where the sweep was launched; each job tags its own host
-        tags.update(
-            {
-                "loaderexp.sweep": "parent",
-                "loaderexp.sweep_dir": str(STATE.sweep_dir),
-                "loaderexp.command": " ".join(["python -m loaderexp -m", *config.hydra.overrides.task]),
-                "loaderexp.grid": grid_text,
-                "loaderexp.jobs": str(STATE.total),
-            }
-        )
-        record = STATE.sweep_dir / SWEEP_RECORD
-        previous = json.loads(record.read_text()) if spec.resume and record.is_file() else {}
-        if previous.get("uri") == tracking.uri and previous.get("experiment") == tracking.experiment:
-            # Resuming: the sweep stays one parent run, its new children join the old ones.
-            STATE.parent_run_id = previous["parent_run_id"]
-            STATE.tracker.client.update_run(STATE.parent_run_id, status="RUNNING")
-        else:
-            size = f"search, at most {STATE.total} trials" if STATE.search else f"{STATE.total} jobs"
-            name = f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')} ({size})"
-            STATE.parent_run_id = STATE.tracker.start_run(name, tags)
+        STATE.parent_run_id = _open_parent(spec, config, grid_text)
         _write_record(tracking)
         log.info("MLflow: experiment %r, parent run %s", tracking.experiment, STATE.parent_run_id)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         finish_sweep("FINISHED")
+
+
+def _open_parent(spec: Any, config: DictConfig, grid_text: str) -> str:
+    """The sweep's parent run: a new one, or resuming, the one its record names, renamed for its grid
+    as it is now, with the runs a killed sweep left RUNNING closed as KILLED."""
+    from loaderexp.result import machine_facts
+    from loaderexp.track.tracker import close_stale_runs, host_tags
+
+    tracker, tracking = STATE.tracker, spec.tracking
+    size = f"search, at most {STATE.total} trials" if STATE.search else f"{STATE.total} jobs"
+    described = {"loaderexp.command": " ".join(["python -m loaderexp -m", *config.hydra.overrides.task]),
+                 "loaderexp.grid": grid_text, "loaderexp.jobs": str(STATE.total)}
+    record = STATE.sweep_dir / SWEEP_RECORD
+    previous = json.loads(record.read_text()) if spec.resume and record.is_file() else {}
+    if previous.get("uri") == tracking.uri and previous.get("experiment") == tracking.experiment:
+        # Resuming: the sweep stays one parent run, its new children join the old ones.
+        parent = previous["parent_run_id"]
+        closed = close_stale_runs(tracker, parent)
+        if closed:
+            log.info("resume: %d run(s) a killed sweep left RUNNING are now KILLED", closed)
+        started = tracker.client.get_run(parent).data.tags.get("mlflow.runName", "sweep").split(" (")[0]
+        tracker.client.update_run(parent, status="RUNNING", name=f"{started} ({size}, resumed)")
+        tracker.log(parent, tags=described)
+        return parent
+    tags = {**host_tags(machine_facts()), "loaderexp.sweep": "parent", "loaderexp.sweep_dir": str(STATE.sweep_dir),
+            **described}  # the host: where the sweep was launched; each job tags its own
+    return tracker.start_run(f"sweep {time.strftime('%Y-%m-%d %H:%M:%S')} ({size})", tags)
 
 
 def _write_record(tracking: TrackingConfig) -> None:
@@ -175,44 +199,66 @@ def _write_record(tracking: TrackingConfig) -> None:
 
 
 def finish_sweep(status: str) -> None:
-    """Report the sweep (table, recommendation, plot) and close its parent run; also on Ctrl-C, as KILLED."""
+    """Report the sweep (table, recommendation, plot) and close its parent run; also on Ctrl-C, as KILLED.
+    A report that cannot be written (a full disk) is said, and the parent still closes."""
     if STATE.sweep_dir is None:
         return
     from loaderexp.report import load_results, write_report
-    from loaderexp.track.tracker import chart_axis
 
     items = load_results(STATE.sweep_dir)
-    text, plot = write_report(items, STATE.sweep_dir, title=f"{STATE.sweep_dir}")
     elapsed = time.time() - STATE.started
+    artifacts: list[Path] = []
+    try:
+        text, plot = write_report(items, STATE.sweep_dir, title=f"{STATE.sweep_dir}")
+        artifacts += [plot] if plot is not None else []
+    except OSError as error:
+        from loaderexp.report import summary_table
+
+        text = summary_table(items)
+        log.error("could not write the sweep's report into %s: %s", STATE.sweep_dir, error)
+    summary = _summary(text, items, elapsed)
+    print(f"\n{summary}", file=sys.stdout, flush=True)
+    try:
+        (STATE.sweep_dir / "summary.txt").write_text(summary + "\n")
+        artifacts.insert(0, STATE.sweep_dir / "summary.txt")
+    except OSError as error:
+        log.error("could not write %s: %s", STATE.sweep_dir / "summary.txt", error)
+    _close_parent(status, artifacts, len(items), elapsed)
+    STATE.sweep_dir = None
+
+
+def _summary(text: str, items: list, elapsed: float) -> str:
+    """The table, how many jobs were recorded where, and the addresses to look at them."""
+    from loaderexp.track.tracker import chart_axis
+
     counted = f"{len(items)} trials (at most {STATE.total})" if STATE.search else f"{len(items)} of {STATE.total} jobs"
-    footer = f"{counted} recorded in {elapsed:.1f} s; results in {STATE.sweep_dir}"
-    links = ""
+    lines = [text, f"{counted} recorded in {elapsed:.1f} s; results in {STATE.sweep_dir}"]
     if STATE.tracker is not None:
-        links = f"MLflow runs table: {STATE.tracker.runs_url()}"
+        lines.append(f"MLflow runs table: {STATE.tracker.runs_url()}")
         if STATE.parent_run_id is not None:
             try:
                 charts = STATE.tracker.charts_url(STATE.parent_run_id, STATE.swept_keys)
-                links += (f"\nMLflow charts:     {charts}\n  (throughput and memory against "
-                          f"{chart_axis(STATE.swept_keys)}, a point per configuration)")
+                lines.append(f"MLflow charts:     {charts}\n  (throughput and memory against "
+                             f"{chart_axis(STATE.swept_keys)}, a point per configuration)")
             except Exception as error:  # the store went away: the table's address still helps
                 log.error("could not store the sweep's chart view in MLflow: %s", error)
         if not STATE.tracker.uri.startswith("http"):
-            links += f"\n(start the UI with `mlflow ui --backend-store-uri {STATE.tracker.uri}`)"
-    unlogged = [r for _, r in items if STATE.tracker is not None and not r.logged]
-    if unlogged:
-        links += (f"\n{len(unlogged)} result(s) did not reach MLflow; import them with: "
-                  f"python -m loaderexp.sync {STATE.sweep_dir}")
-    summary = "\n".join(part for part in (text, footer, links) if part)
-    print(f"\n{summary}", file=sys.stdout, flush=True)
-    (STATE.sweep_dir / "summary.txt").write_text(summary + "\n")
-    if STATE.tracker is not None and STATE.parent_run_id is not None:
-        try:
-            for artifact in (STATE.sweep_dir / "summary.txt", plot):
-                if artifact is not None:
-                    STATE.tracker.log_file(STATE.parent_run_id, artifact)
-            STATE.tracker.log(STATE.parent_run_id, metrics={M.JOBS_RECORDED: len(items), M.SWEEP_SECONDS: elapsed},
-                              tags={"loaderexp.runs_url": STATE.tracker.runs_url()})
-            STATE.tracker.end_run(STATE.parent_run_id, status)
-        except Exception as error:
-            log.error("could not close the sweep's MLflow run: %s", error)
-    STATE.sweep_dir = None
+            lines.append(f"(start the UI with `mlflow ui --backend-store-uri {shlex.quote(STATE.tracker.uri)}`)")
+        unlogged = [r for _, r in items if not r.logged]
+        if unlogged:
+            lines.append(f"{len(unlogged)} result(s) did not reach MLflow; import them with: "
+                         f"python -m loaderexp.sync {shlex.quote(str(STATE.sweep_dir))}")
+    return "\n".join(line for line in lines if line)
+
+
+def _close_parent(status: str, artifacts: list[Path], recorded: int, elapsed: float) -> None:
+    if STATE.tracker is None or STATE.parent_run_id is None:
+        return
+    try:
+        for artifact in artifacts:
+            STATE.tracker.log_file(STATE.parent_run_id, artifact)
+        STATE.tracker.log(STATE.parent_run_id, metrics={M.JOBS_RECORDED: recorded, M.SWEEP_SECONDS: elapsed},
+                          tags={"loaderexp.runs_url": STATE.tracker.runs_url()})
+        STATE.tracker.end_run(STATE.parent_run_id, status)
+    except Exception as error:
+        log.error("could not close the sweep's MLflow run: %s", error)

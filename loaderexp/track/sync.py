@@ -16,7 +16,7 @@ from typing import Optional
 
 from loaderexp.report import load_results
 from loaderexp.result import NUM_WORKERS, TRACKING_EXPERIMENT, TRACKING_URI
-from loaderexp.track.tracker import MlflowTracker, host_tags, log_result
+from loaderexp.track.tracker import MlflowTracker, close_stale_runs, host_tags, log_result
 
 
 def sync(sweep_dir: Path, uri: Optional[str] = None, experiment: Optional[str] = None) -> int:
@@ -61,6 +61,7 @@ def _parent(tracker: MlflowTracker, sweep_dir: Path) -> str:
         # Run ids are unique: found here, it is the same store, whatever address it is served at now.
         found = _run(tracker, saved.get("parent_run_id"))
         if found is not None:
+            close_stale_runs(tracker, found.info.run_id)  # jobs a killed sweep left RUNNING
             if found.info.status == "RUNNING":
                 tracker.end_run(found.info.run_id, "FINISHED")  # the sweep could not close it itself
             return found.info.run_id

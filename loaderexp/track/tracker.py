@@ -17,67 +17,13 @@ import logging
 import subprocess
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
-from urllib.parse import urlparse
 
 from loaderexp.result import DATA_ROOT, DATASET_NAME, DATASET_ROOT, DATASET_TARGET, NUM_WORKERS, STOP_BELOW, param_text
 from loaderexp.result import metrics as M
+from loaderexp.track.stores import client
 
 PARAM_VALUE_LIMIT = 6000
 CHARTED = (M.THROUGHPUT, M.PSS)  # the sweep's charts, against the swept knob
-
-
-class TrackingUnavailable(RuntimeError):
-    """The tracking store cannot be reached or opened."""
-
-
-@functools.lru_cache(maxsize=None)
-def _client(uri: str):
-    from mlflow.tracking import MlflowClient
-
-    # A new store's schema migrations log a few INFO lines each sweep would print: not news.
-    for name in ("mlflow.store.db.utils", "alembic.runtime.migration"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-    return MlflowClient(tracking_uri=uri)
-
-
-def check_reachable(uri: str) -> None:
-    """Fail up front, with the URI in the message, when the store cannot be used."""
-    parsed = urlparse(uri)
-    if parsed.scheme in ("http", "https"):
-        import urllib.request
-
-        try:
-            with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=5) as response:
-                response.read()
-        except Exception as error:
-            raise TrackingUnavailable(f"tracking.uri={uri}: MLflow server not reachable ({error})") from error
-        _check_allowed(uri)
-    elif parsed.scheme == "sqlite":
-        folder = Path(uri[len("sqlite:///") :]).parent
-        if not folder.is_dir():
-            raise TrackingUnavailable(f"tracking.uri={uri}: folder {folder} does not exist")
-
-
-def _check_allowed(uri: str) -> None:
-    """A server with authentication (``mlflow server --app-name basic-auth``) answers /health to
-    anybody: ask it for something real, with the credentials MLflow takes from the environment."""
-    import os
-
-    from mlflow.exceptions import MlflowException
-
-    try:
-        _client(uri).search_experiments(max_results=1)
-    except MlflowException as error:
-        refused = next((code for code in ("401", "403") if f"error code {code}" in str(error)), None)
-        if refused is None:
-            raise TrackingUnavailable(f"tracking.uri={uri}: {str(error).splitlines()[0]}") from error
-        sent = "MLFLOW_TRACKING_USERNAME" in os.environ or "MLFLOW_TRACKING_TOKEN" in os.environ
-        raise TrackingUnavailable(
-            f"tracking.uri={uri}: the server refused "
-            + ("the credentials in MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
-               if sent else "a request without credentials: set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
-            + f" (HTTP {refused})") from error
 
 
 @functools.lru_cache(maxsize=None)
@@ -94,7 +40,7 @@ def git_commit(folder: str) -> Optional[str]:
 class MlflowTracker:
     def __init__(self, uri: str, experiment: str):
         self.uri = uri
-        self.client = _client(uri)
+        self.client = client(uri)
         self.experiment_id = self._experiment(experiment)
 
     def _experiment(self, name: str) -> str:
@@ -205,6 +151,18 @@ class MlflowTracker:
         return f"{self.runs_url()}?viewStateShareKey={share_key}&compareRunsMode=CHART"
 
 
+def close_stale_runs(tracker: MlflowTracker, parent_id: str) -> int:
+    """Close as KILLED the runs under ``parent_id`` still RUNNING: a sweep killed outright (SIGKILL, the
+    OOM killer) could not close them, and nothing else will.  Called when that sweep is resumed or synced."""
+    stale = tracker.client.search_runs([tracker.experiment_id], filter_string=(
+        f"tags.mlflow.parentRunId = '{parent_id}' and attributes.status = 'RUNNING'"), max_results=10_000)
+    for run in stale:
+        tracker.client.set_tag(run.info.run_id, "mlflow.note.content",
+                               "**KILLED**: its sweep was killed while it measured (closed when the sweep was resumed)")
+        tracker.end_run(run.info.run_id, "KILLED")
+    return len(stale)
+
+
 def chart_axis(swept: Sequence[str]) -> str:
     """The x axis of a sweep's charts: num_workers when it is swept, else the first swept knob."""
     return NUM_WORKERS if NUM_WORKERS in swept or not swept else swept[0]
@@ -235,6 +193,8 @@ def log_result(tracker: MlflowTracker, run_id: str, result: Any, folder: Path) -
     if result.error:
         tags["error"] = result.error
         tags["mlflow.note.content"] = f"**{result.status}**: {result.error}"
+    elif result.info.get("not_written"):  # measured and logged, but a local file is missing (a full disk)
+        tags["mlflow.note.content"] = f"**{result.status}**, not written locally: " + "; ".join(result.info["not_written"])
     elif result.metrics.get(M.PRUNED):  # shown on the run's page; the tag filters the table
         tags["loaderexp.pruned"] = "true"
         tags["mlflow.note.content"] = ("**PRUNED** by the search after its first window: below "

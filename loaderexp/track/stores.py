@@ -1,0 +1,129 @@
+"""The MLflow store a run logs to: checked before anything is measured, opened once per process.
+
+A sqlite file is checked by creating (or opening) it and a file beside it: a folder that exists but
+cannot be written (``sqlite:////proc/x.db``) would otherwise have MLflow retry for minutes while the
+job measures unlogged.  A fresh sqlite file is created by MLflow's schema migrations, which two
+processes running at once corrupt ("table params already exists", or half-applied migrations):
+opening one takes a lock beside the file, so a second sweep waits for the first to finish them.
+A server is asked for something real, with the credentials MLflow takes from the environment.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional
+from urllib.parse import urlparse
+
+from loaderexp.result import redact_uri
+
+
+class TrackingUnavailable(RuntimeError):
+    """The tracking store cannot be reached or opened."""
+
+
+def local_path(uri: str) -> Optional[Path]:
+    """The file (sqlite) or folder (file:) a local store lives in; None for a server."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+    if parsed.scheme in ("file", ""):
+        return Path(parsed.path or uri)
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    # A new store's schema migrations log a few INFO lines each sweep would print: not news.
+    for name in ("mlflow.store.db.utils", "alembic.runtime.migration"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    path = local_path(uri)
+    if not uri.startswith("sqlite") or path is None:
+        return MlflowClient(tracking_uri=uri)
+    with open_lock(path.with_name(f".{path.name}.lock")) as _:
+        opened = MlflowClient(tracking_uri=uri)
+        opened.search_experiments(max_results=1)  # the store (and a fresh file's schema) is made here
+    return opened
+
+
+class open_lock:
+    """An exclusive flock on ``path`` (created empty if missing, never followed through a link)."""
+
+    def __init__(self, path: Path):
+        self.fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+
+    def __enter__(self) -> "open_lock":
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        os.close(self.fd)  # the lock goes with the descriptor
+
+
+def check_reachable(uri: str) -> None:
+    """Fail up front, with the URI in the message, when the store cannot be used."""
+    parsed = urlparse(uri)
+    shown = redact_uri(uri)
+    if parsed.scheme in ("http", "https"):
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=5) as response:
+                response.read()
+        except Exception as error:
+            raise TrackingUnavailable(f"tracking.uri={shown}: MLflow server not reachable ({error})") from error
+        _check_allowed(uri)
+        return
+    path = local_path(uri)
+    if path is None:
+        return  # a database server: MLflow's own error says what is wrong
+    if parsed.scheme == "sqlite":
+        if not path.parent.is_dir():
+            raise TrackingUnavailable(f"tracking.uri={shown}: folder {path.parent} does not exist")
+        problem = _unwritable(path, path.parent)
+    else:  # a file store: MLflow makes its folder, so the nearest folder that exists must take files
+        existing = next(folder for folder in (path, *path.parents) if folder.is_dir())
+        problem = _unwritable(None, existing)
+    if problem:
+        raise TrackingUnavailable(f"tracking.uri={shown}: {problem}")
+
+
+def _unwritable(database: Optional[Path], folder: Path) -> Optional[str]:
+    """Why the store's file or folder cannot be written, or None (both are tried for real: a check of
+    the permission bits is wrong for root and for filesystems such as /proc)."""
+    try:
+        if database is not None:
+            with open(database, "ab"):  # created if missing (an empty file is an empty sqlite database)
+                pass
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".loaderexp-check-"):  # sqlite's journal goes here
+            pass
+    except OSError as error:
+        if database is not None and error.filename == str(database):
+            return f"cannot create or write {database} ({error.strerror or error})"
+        return f"cannot create files in {folder} ({error.strerror or error})"
+    return None
+
+
+def _check_allowed(uri: str) -> None:
+    """A server with authentication (``mlflow server --app-name basic-auth``) answers /health to
+    anybody: ask it for something real, with the credentials MLflow takes from the environment."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client(uri).search_experiments(max_results=1)
+    except MlflowException as error:
+        refused = next((code for code in ("401", "403") if f"error code {code}" in str(error)), None)
+        if refused is None:
+            raise TrackingUnavailable(f"tracking.uri={uri}: {str(error).splitlines()[0]}") from error
+        sent = "MLFLOW_TRACKING_USERNAME" in os.environ or "MLFLOW_TRACKING_TOKEN" in os.environ
+        raise TrackingUnavailable(
+            f"tracking.uri={uri}: the server refused "
+            + ("the credentials in MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
+               if sent else "a request without credentials: set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
+            + f" (HTTP {refused})") from error

@@ -1,0 +1,261 @@
+"""The edges a team meets in its first week: nothing lost, nothing overwritten, no hang, clear and early errors.
+Each test failed on the code before its fix (issue 24); the security edges are in test_security.py."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from loaderexp.result import RunResult
+from tests.conftest import REPO, TINY, run_cli
+
+
+def children(store: str, experiment: str = "loaderexp") -> tuple[object, list]:
+    client = MlflowClient(store)
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    parent = next(r for r in runs if r.data.tags.get("loaderexp.sweep") == "parent")
+    return parent, [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+
+
+def folder_configs(sweep: Path) -> dict[str, tuple]:
+    """Each job folder's seed as Hydra recorded its overrides, and as its result.json measured it."""
+    found = {}
+    for result in sweep.glob("*/result.json"):
+        overrides = (result.parent / ".hydra" / "overrides.yaml").read_text()
+        seed = next(line.split("=")[1] for line in overrides.splitlines() if "bench.seed=" in line)
+        found[result.parent.name] = (int(seed), RunResult.read(result).params["bench.seed"])
+    return found
+
+
+@pytest.mark.slow
+def test_resuming_with_a_changed_grid_never_writes_into_another_configurations_folder(tmp_path, data_root):
+    store, sweep = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "sweep"
+    first = run_cli(["-m", *TINY, "bench.seed=1,2", f"tracking.uri={store}", f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    before = {p.parent.name: RunResult.read(p) for p in sweep.glob("*/result.json")}
+    again = run_cli(["-m", *TINY, "bench.seed=0,1,2", "resume=true", f"tracking.uri={store}",
+                     f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    configs = folder_configs(sweep)
+    assert sorted(seed for seed, _ in configs.values()) == [0, 1, 2]
+    assert all(recorded == measured for recorded, measured in configs.values())  # no folder holds two
+    for name, result in before.items():  # what was measured stays where it was, untouched
+        assert RunResult.read(sweep / name / "result.json").info["measured_from"] == result.info["measured_from"]
+    parent, runs = children(store)
+    assert len(runs) == 3 and {r.data.params["bench.seed"] for r in runs} == {"0", "1", "2"}
+    assert "bench.seed=0,1,2" in parent.data.tags["loaderexp.grid"]  # the grid as it is now
+    assert "3 jobs" in parent.info.run_name and parent.info.status == "FINISHED"
+    assert "resume" not in again.stdout.split("Recommendation")[1].split("\n")[0]
+
+
+@pytest.mark.slow
+def test_a_full_disk_for_one_result_loses_neither_its_measurement_nor_the_sweep(tmp_path, data_root):
+    store, sweep = f"sqlite:///{tmp_path / 'a dir' / 'mlflow.db'}", tmp_path / "sweep"
+    (tmp_path / "a dir").mkdir()
+    (sweep / "1").mkdir(parents=True)
+    (sweep / "1" / "result.tmp").symlink_to("/dev/full")  # its writes fail with ENOSPC, as on a full disk
+    (sweep / "stray").mkdir()
+    (sweep / "stray" / "result.json").write_text('{"status": "FINI')  # a truncated file another run left
+    proc = run_cli(["-m", *TINY, "bench.seed=0,1,2", f"tracking.uri={store}", f"hydra.sweep.dir={sweep}"],
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    output = proc.stdout + proc.stderr
+    assert "Traceback" not in output and "UserWarning" not in output
+    assert f"skipped {sweep / 'stray' / 'result.json'}: not a loaderexp result" in output  # named, not fatal
+    assert f"result.json could not be written to {sweep / '1' / 'result.json'}" in output
+    assert "2 of 3 jobs recorded" in proc.stdout and "Recommendation" in proc.stdout
+    assert f"--backend-store-uri 'sqlite:///{tmp_path / 'a dir' / 'mlflow.db'}'" in proc.stdout  # pastes as one
+    parent, runs = children(store)
+    assert parent.info.status == "FINISHED" and sorted(r.info.status for r in runs) == ["FINISHED"] * 3
+    unwritten = next(r for r in runs if r.data.params["bench.seed"] == "1")
+    assert unwritten.data.metrics["throughput_samples_per_s"] > 0  # the measurement reached MLflow
+    assert str(sweep / "1" / "result.json") in unwritten.data.tags["mlflow.note.content"]
+    report = subprocess.run([sys.executable, "-m", "loaderexp.report", str(sweep)], capture_output=True, text=True,
+                            cwd=tmp_path)
+    assert report.returncode == 0 and "skipped" in report.stderr and "Traceback" not in report.stderr
+
+
+def _sweep_until_measuring(tmp_path: Path, store: str, sweep: Path) -> subprocess.Popen:
+    args = [sys.executable, "-m", "loaderexp", "-m", *TINY, "bench.budget=seconds", "bench.seconds=1.5",
+            "bench.seed=0,1,2", f"tracking.uri={store}", f"hydra.sweep.dir={sweep}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    while not (sweep / "0" / "result.json").exists():
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.1)
+    time.sleep(0.7)  # job 2 is measuring now
+    return proc
+
+
+@pytest.mark.slow
+def test_a_closed_terminal_ends_the_sweep_as_ctrl_c_does(tmp_path, data_root):
+    store, sweep = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "sweep"
+    proc = _sweep_until_measuring(tmp_path, store, sweep)
+    proc.send_signal(signal.SIGHUP)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    parent, runs = children(store)
+    assert parent.info.status == "KILLED" and sorted(r.info.status for r in runs) == ["FINISHED", "KILLED"]
+
+
+@pytest.mark.slow
+def test_resuming_a_sweep_killed_outright_closes_what_it_left_running(tmp_path, data_root):
+    store, sweep = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "sweep"
+    proc = _sweep_until_measuring(tmp_path, store, sweep)
+    os.killpg(proc.pid, signal.SIGKILL)  # the OOM killer, or kill -9: nothing of it can clean up
+    proc.communicate(timeout=60)
+    time.sleep(1)
+    _, runs = children(store)
+    assert "RUNNING" in {r.info.status for r in runs}
+    again = run_cli(["-m", *TINY, "bench.budget=seconds", "bench.seconds=1.5", "bench.seed=0,1,2", "resume=true",
+                     f"tracking.uri={store}", f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    parent, runs = children(store)
+    assert parent.info.status == "FINISHED" and "RUNNING" not in {r.info.status for r in runs}
+    assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED", "FINISHED", "KILLED"]
+
+
+def test_resume_is_not_a_knob_of_the_comparison():
+    from loaderexp.report.params import varying_params
+
+    results = [RunResult("FINISHED", {"bench.seed": 1, "dataset.seed": s, "resume": r}) for s, r in ((1, False), (2, True))]
+    assert varying_params(results) == ["dataset.seed"]
+
+
+@pytest.mark.parametrize("override,message", [
+    ("bench.precision=nan", "bench.precision=nan: must be a finite number > 0"),
+    ("bench.stall_s=nan", "bench.stall_s=nan: must be a finite number > 0"),
+    ("bench.job_timeout_s=nan", "bench.job_timeout_s=nan: must be a finite number > 0"),
+    ("bench.noise_threshold=-1", "bench.noise_threshold=-1: must be >= 0"),
+    ("step.num_classes=0", "step.num_classes=0: must be >= 1"),
+    ("bench.seconds=inf", "bench.seconds=inf: must be a finite number > 0"),
+    ("tracking.experiment=''", "tracking.experiment='': must not be empty"),
+])
+def test_a_number_out_of_range_or_not_finite_is_a_config_error(compose_cfg, override, message):
+    from loaderexp.config import ConfigError, to_spec, validate
+
+    with pytest.raises(ConfigError) as error:
+        validate(to_spec(compose_cfg([*TINY, override])), cuda_available=False, cpus=2, targets=False)
+    assert message in error.value.problems
+
+
+@pytest.mark.slow
+def test_building_the_dataset_is_not_a_stall_and_has_its_own_limit(compose_cfg, tmp_path):
+    from loaderexp.runner import JobContext, run
+
+    slow = [*TINY, "tracking=none", "dataset._target_=tests.faulty.SlowToBuild", f"+dataset.python_path={REPO}"]
+    built = run(compose_cfg([*slow, "+dataset.build_s=4", "bench.stall_s=1"]), JobContext(output_dir=tmp_path / "a"))
+    assert built.status == "FINISHED", built.error
+    timed_out = run(compose_cfg([*slow, "+dataset.build_s=60", "bench.job_timeout_s=3", "bench.seed=1"]),
+                    JobContext(output_dir=tmp_path / "b"))
+    assert timed_out.status == "FAILED" and "the dataset was still being built" in timed_out.error
+
+
+@pytest.mark.parametrize("uri", ["sqlite:////proc/loaderexp.db", "file:///proc/loaderexp-mlruns"])
+@pytest.mark.parametrize("multirun", [False, True])
+def test_a_store_that_cannot_be_written_stops_a_run_and_a_sweep_alike(tmp_path, data_root, uri, multirun):
+    mode = ["-m", f"hydra.sweep.dir={tmp_path / 'sweep'}"] if multirun else [f"hydra.run.dir={tmp_path / 'run'}"]
+    started = time.monotonic()
+    proc = run_cli([*mode, *TINY, f"tracking.uri={uri}"], cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and time.monotonic() - started < 60
+    assert f"tracking.uri={uri}: cannot create" in proc.stderr
+    assert not list(tmp_path.rglob("result.json"))  # nothing measured, unlogged
+
+
+def test_an_empty_experiment_name_is_a_config_error_not_an_unavailable_store(tmp_path, data_root, store):
+    proc = run_cli([*TINY, f"tracking.uri={store}", "tracking.experiment=''", f"hydra.run.dir={tmp_path / 'run'}"],
+                   cwd=tmp_path)
+    assert proc.returncode == 2 and "tracking.experiment='': must not be empty" in proc.stderr
+    assert "unavailable" not in proc.stderr
+
+
+def _open_store(uri: str, start: float, answers) -> None:
+    while time.time() < start:
+        time.sleep(0.001)
+    try:
+        from loaderexp.track.tracker import MlflowTracker
+
+        MlflowTracker(uri, "race")
+        answers.put("ok")
+    except Exception as error:  # noqa: BLE001 - the test wants what it was
+        answers.put(f"{type(error).__name__}: {str(error).splitlines()[0]}")
+
+
+@pytest.mark.slow
+def test_two_sweeps_starting_on_a_fresh_sqlite_file_both_get_the_store(tmp_path):
+    ctx = mp.get_context("spawn")
+    for attempt in range(3):
+        uri, answers = f"sqlite:///{tmp_path / f'fresh{attempt}.db'}", ctx.Queue()
+        start = time.time() + 5  # both past their imports, then at once
+        sweeps = [ctx.Process(target=_open_store, args=(uri, start, answers)) for _ in range(2)]
+        for process in sweeps:
+            process.start()
+        assert [answers.get(timeout=120) for _ in sweeps] == ["ok", "ok"]
+        for process in sweeps:
+            process.join(30)
+
+
+def test_the_report_never_creates_a_store_and_names_an_unknown_run_in_a_line(tmp_path, store):
+    from loaderexp.track.tracker import MlflowTracker
+
+    typo = tmp_path / "typo.db"
+    proc = subprocess.run([sys.executable, "-m", "loaderexp.report", "abc123", "--uri", f"sqlite:///{typo}"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and "no MLflow store there" in proc.stderr and not typo.exists()
+    MlflowTracker(store, "x")
+    proc = subprocess.run([sys.executable, "-m", "loaderexp.report", "abc123", "--uri", store], capture_output=True,
+                          text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and "abc123: no such run" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_shm_preflight_counts_the_batch_a_short_dataset_really_makes():
+    import torch
+    from torch.utils.data import TensorDataset
+
+    from loaderexp.measure.shm import shm_preflight
+
+    free = shutil.disk_usage("/dev/shm").free
+    per_sample = int(2 * free / (8 * 2 * 1024)) + 1  # 1024-sample batches in flight: twice /dev/shm
+    dataset = TensorDataset(torch.zeros(2, per_sample // 4, dtype=torch.float32))
+    shm_preflight(dataset, False, batch_size=1024, num_workers=8, prefetch_factor=2)  # 2 samples a batch: fits
+
+
+def test_more_workers_than_an_epoch_has_batches_size_the_warmup_to_the_epoch(compose_cfg, tmp_path):
+    from loaderexp.runner import JobContext, run
+
+    result = run(compose_cfg([*TINY, "tracking=none", "loader.num_workers=12"]), JobContext(output_dir=tmp_path))
+    assert result.status == "FINISHED", result.error
+    per_epoch = result.info["batches_per_epoch"]  # 256 samples in batches of 32
+    assert per_epoch == 8 and result.info["warmup_batches"] <= per_epoch and result.info["round_size"] <= per_epoch
+    assert any("loader.num_workers=12 for 8 batches an epoch" in w for w in result.warnings)
+
+
+def test_the_v2_switch_works_with_the_datasets_usual_transform(compose_cfg):
+    from loaderexp.config import to_spec
+
+    transform = to_spec(compose_cfg(["transform.api=v2"])).transform
+    assert transform.name == "cifar_train" and transform.get("api") == "v2"
+
+
+@pytest.mark.slow
+def test_a_ray_cluster_whose_nodes_offer_no_host_resource_is_refused_up_front(tmp_path, data_root):
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher")
+    from tests.ray_cluster import one_node_cluster
+
+    with one_node_cluster(resources=None) as ray_env:  # a plain `ray start --head`
+        started = time.monotonic()
+        proc = run_cli(["-m", "hydra/launcher=ray", *TINY, "loader.num_workers=0,1", "tracking=none",
+                        f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path, env=ray_env, timeout=300)
+    assert proc.returncode == 2 and time.monotonic() - started < 240
+    assert 'offers {"loaderexp_host": 1}' in proc.stderr and "--resources=" in proc.stderr
