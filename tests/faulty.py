@@ -135,3 +135,11 @@ class SlowToBuild(SyntheticImages):
     def __init__(self, build_s: float = 3.0, **kwargs):
         time.sleep(build_s)
         super().__init__(**kwargs)
+
+
+class Heavy(SyntheticImages):
+    """Carries 48 MB besides its samples: what each spawned worker unpickles before its first batch."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.ballast = bytes(48 * 2**20)

@@ -25,7 +25,7 @@ def bounded(default: Any, *, ge: Optional[float] = None, gt: Optional[float] = N
 
 MISSING = "???"  # OmegaConf's marker for a value the YAML must give
 # Keys in dataset/sampler/transform nodes that describe the node instead of being arguments.
-META_KEYS = ("name", "default_transform", "python_path")
+META_KEYS = ("name", "default_transform", "python_path", "files")
 
 
 class MpContext(str, Enum):
@@ -44,6 +44,12 @@ class Budget(str, Enum):
     batches = "batches"  # warm-up, then a fixed number of batches
     epochs = "epochs"  # whole epochs (epoch time is exact, sweeps are slower)
     seconds = "seconds"  # warm-up, then batches until the time is spent
+
+
+class CacheMode(str, Enum):
+    warm = "warm"  # the dataset's files as the page cache holds them (after the first epoch, usually)
+    cold = "cold"  # evicted first: the first epoch timed whole, from storage
+    both = "both"  # a cold epoch, then the warm windows
 
 
 class StepKind(str, Enum):
@@ -116,6 +122,9 @@ class BenchConfig:
     stop_below: Optional[float] = bounded(None, ge=0, rule="null or a rate >= 0")
     shared_host_ok: bool = False  # let measurements share a host (else each job waits for the host to itself)
     # at most this long waiting for another measurement on this host: then FAILED, host busy
+    cache: CacheMode = CacheMode.warm  # file-backed datasets: measure with the page cache warm, cold, or both
+    # read on, unmeasured, to the epoch's end for an epoch's memory when that takes at most this long (else projected)
+    memory_epoch_s: float = bounded(30.0, ge=0)
     host_wait_s: float = bounded(3600.0, ge=0)
 
 

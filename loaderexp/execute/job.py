@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator, Optional
 from warnings import catch_warnings, filterwarnings
 
 import numpy as np
+import psutil
 import torch
 from torch.utils.data import IterableDataset
 
@@ -20,9 +21,11 @@ from loaderexp.config.schema import BenchConfig, Config, LoaderConfig, StepConfi
 from loaderexp.config.targets import step_knobs
 from loaderexp.config.validation import loading_stack
 from loaderexp.data.build import build_dataset, build_sampler, build_transform, callable_at
+from loaderexp.execute.cold import cold_epoch
 from loaderexp.loading.base import LoadingStack
 from loaderexp.measure.delivery import DeliveryTracker
 from loaderexp.measure.loop import whole_rounds
+from loaderexp.measure.memory import EpochMemory
 from loaderexp.measure.records import BudgetSpec, LoaderFacts, Measurement
 from loaderexp.measure.repeats import RepeatPlan, repeat_until_precise
 from loaderexp.measure.resources import ResourceMonitor
@@ -46,11 +49,18 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+# What building each dataset added to its process's memory, by id (the holder's forks inherit it).
+BUILD_MEMORY_MB: dict[int, float] = {}
+
+
 def configured_dataset(spec: Config) -> Any:
     """The dataset and transform the spec names, built after seeding (a dataset may draw from the
     global generators as it is made): the dataset holder and an in-process job build it this one way."""
     seed_everything(spec.bench.seed)
-    return build_dataset(spec.dataset, build_transform(spec.transform))
+    before = psutil.Process().memory_info().rss
+    dataset = build_dataset(spec.dataset, build_transform(spec.transform))
+    BUILD_MEMORY_MB[id(dataset)] = max(psutil.Process().memory_info().rss - before, 0) / 2**20
+    return dataset
 
 
 def budget_from(bench: BenchConfig, loader: LoaderConfig, batches_per_epoch: Optional[int] = None) -> BudgetSpec:
@@ -170,9 +180,21 @@ def measure(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[
     warnings += idle_workers_warning(loader_spec, per_epoch)
     total = planned_batches(budget, plan.fewest, per_epoch)
     gpu_index = (target.index or 0) if target.type == "cuda" else None
-    with ResourceMonitor(spec.bench.resource_interval_s, gpu_index=gpu_index, forked_from=forked_from) as monitor:
-        windows, stopped = repeat_until_precise(loader, budget, plan, delivery, None if idle else consumer,
-                                                None if on_batch is None else lambda done: on_batch(done, total))
+    available = psutil.virtual_memory().available / 2**20
+    with ResourceMonitor(spec.bench.resource_interval_s, gpu_index=gpu_index, forked_from=forked_from,
+                         samples_read=delivery.delivered_samples, harness_bytes=delivery.held_bytes) as monitor:
+        probe = EpochMemory(monitor, BUILD_MEMORY_MB.get(id(dataset)), _epoch_samples(delivery, dataset, loader_spec),
+                            available, spec.bench.memory_epoch_s, loader_spec.persistent_workers,
+                            stack.worker_start_method() in (None, "fork"))
+        beat = None if on_batch is None else lambda done: on_batch(done, total)
+        cold = None
+        if spec.bench.cache.value != "warm":
+            cold = cold_epoch(spec, dataset, loader, delivery, None if idle else consumer, beat, available)
+        if cold is not None and cold.measured and spec.bench.cache.value == "cold":
+            windows, stopped = [cold.epoch], "cold epoch"  # the cold epoch is the measurement
+        else:
+            windows, stopped = repeat_until_precise(loader, budget, plan, delivery, None if idle else consumer, beat,
+                                                    probe)
         if after_windows is not None:
             after_windows(loader)
     facts = _facts(stack, dataset, loader, target)
@@ -181,7 +203,7 @@ def measure(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[
     warnings += [f"delivery check failed: {p}" for p in record.problems]
     return Measurement(windows=windows, stopped=stopped, budget=budget, noise_threshold=spec.bench.noise_threshold,
                        transfer=to_device.stats(), step=consumer.times(), resources=monitor.stats(),
-                       delivery=record, facts=facts, warnings=warnings)
+                       delivery=record, facts=facts, warnings=warnings, memory=probe.record(), cold=cold)
 
 
 def measured_loader(spec: Config, dataset: Any, sampler: Optional[Any] = None,
@@ -203,17 +225,44 @@ def measured_loader(spec: Config, dataset: Any, sampler: Optional[Any] = None,
     return loader, delivery
 
 
+def pickled_mb(dataset: Any, start_method: Optional[str]) -> Optional[float]:
+    """What each worker started with spawn or forkserver receives: the dataset, pickled as
+    multiprocessing pickles it (a forked worker inherits it instead)."""
+    if start_method not in ("spawn", "forkserver"):
+        return None
+    from multiprocessing.reduction import ForkingPickler
+
+    try:
+        return len(ForkingPickler.dumps(dataset)) / 2**20
+    except Exception:  # noqa: BLE001 - it will fail the same way in the workers, and say why there
+        return None
+
+
 def _facts(stack: LoadingStack, dataset: Any, loader: Any, device: torch.device) -> LoaderFacts:
+    start_method = stack.worker_start_method()
     return LoaderFacts(
         backend=stack.name,
         device=str(device),
         data_source=getattr(dataset, "data_source", "user"),
         dataset_length=_length(dataset),
         batches_per_epoch=_length(loader),
-        worker_start_method=stack.worker_start_method(),
+        worker_start_method=start_method,
+        dataset_pickle_mb=pickled_mb(dataset, start_method),
         mean_sample_bytes=getattr(dataset, "mean_sample_bytes", None),
         cuda_allocated_peak_mb=torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None,
     )
+
+
+def _epoch_samples(delivery: DeliveryTracker, dataset: Any, loader: LoaderConfig) -> Optional[int]:
+    """Samples an epoch delivers: the sampler's length (an iterable dataset's own), unknown for batches
+    the dataset makes itself (``batch_size: null``)."""
+    if loader.batch_size is None:
+        return None
+    sampler = delivery.recorder.sampler if delivery.recorder is not None else dataset
+    length = _length(sampler)
+    if length is not None and loader.drop_last:
+        length = length // loader.batch_size * loader.batch_size
+    return length
 
 
 def _length(sized: Any) -> Optional[int]:

@@ -209,10 +209,19 @@ class DeliveryTracker:
         self._ended += count
         self._in_epoch = False
         sampled = self.recorder.log if self.recorder is not None else IndexLog(0)
+        sampled.compact()
         self._pending.append((complete, sampled, self._delivered, count, batches))
         self._pending_size += sampled.size + count
         if self._pending_size > self.PENDING_LIMIT:
             self._check_pending()
+
+    def held_bytes(self) -> int:
+        """What the tracker's own logs hold now (the harness's memory, not the loader's): the epochs waiting
+        for their check and the current one's."""
+        logs = [log for _, sampled, delivered, _, _ in list(self._pending) for log in (sampled, delivered)]
+        logs += [self._delivered, self.recorder.log if self.recorder is not None else None]
+        unique = {id(log): log for log in logs if log is not None}  # an ended epoch's logs are still current
+        return sum(log.held_bytes() for log in unique.values())
 
     def _check_pending(self) -> None:
         for epoch in self._pending:

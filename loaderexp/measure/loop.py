@@ -1,13 +1,9 @@
 """The measured loop: how long a training loop waits for each batch from a DataLoader.
 
-Plain Python and torch only (no Hydra, no MLflow), so it can be driven by tests with a fake
-clock and by the benchmark against a bare ``for batch in loader`` loop.  The clock is chosen
-once by the caller; CUDA work is synchronised by the consumer, not here.
-
-One *repeat* starts a fresh iterator (workers start, unless persistent), excludes the first
-``warmup_batches`` from steady-state figures, and then measures until the budget is spent:
-a number of batches, whole epochs, or seconds.  When an epoch ends inside the budget the next
-one starts, its start-up cost counted, as in training.
+Plain Python and torch only, driven by tests with a fake clock and by the benchmark against a bare
+``for batch in loader`` loop; CUDA work is synchronised by the consumer, not here.  A stream starts
+a fresh iterator, leaves its first ``warmup_batches`` out, then measures windows until the budget
+is spent (batches, whole epochs, or seconds); an epoch that ends inside it is paid, as in training.
 
 With workers, batches come in *rounds*: worker ``i`` makes batches ``i, i + W, i + 2W, ...``
 and the workers finish theirs at about the same time.  A window that starts or ends inside a
@@ -20,14 +16,14 @@ the same worker made k batch-times later, and the rate is exact wherever the rou
 from __future__ import annotations
 
 import math
-import signal
 import sys
 import time
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Protocol
 
 from loaderexp.measure.delivery import DeliveryTracker
 from loaderexp.measure.records import BudgetSpec, RepeatTiming
 from loaderexp.measure.transfer import batch_size_and_bytes
+from loaderexp.measure.worker_exits import with_worker_exits
 
 Clock = Callable[[], float]
 Process = Callable[[Any, bool], None]  # (batch, measured) -> None: copy to device, train step
@@ -38,14 +34,24 @@ class RunTimeout(RuntimeError):
     """A repeat ran past its wall-clock limit."""
 
 
-def run_repeat(
-    loader: Iterable,
-    budget: BudgetSpec,
-    delivery: DeliveryTracker,
-    process: Optional[Process] = None,
-    clock: Clock = time.perf_counter,
-    on_batch: Optional[Callable[[int], None]] = None,
-) -> RepeatTiming:
+class Probe(Protocol):
+    """Told where an epoch stands, outside the measured windows (what memory an epoch leaves)."""
+
+    def warmed_up(self) -> None:
+        """The warm-up is over and the first window opens next (its clock starts after this)."""
+
+    def windows_done(self) -> bool:
+        """The last window just closed, inside an epoch: True reads on to the epoch's end, unmeasured."""
+
+    def epoch_done(self) -> None:
+        """An epoch ended (or the stream left it)."""
+
+    def epoch_ending(self) -> None:
+        """Reading on to an epoch's end, its last batch is next (its workers are still alive)."""
+
+
+def run_repeat(loader: Iterable, budget: BudgetSpec, delivery: DeliveryTracker, process: Optional[Process] = None,
+               clock: Clock = time.perf_counter, on_batch: Optional[Callable[[int], None]] = None) -> RepeatTiming:
     """One window of ``loader`` under ``budget``, from a fresh iterator: :func:`run_windows` with one."""
     return run_windows(loader, budget, delivery, process, clock, on_batch)[0]
 
@@ -58,6 +64,7 @@ def run_windows(
     clock: Clock = time.perf_counter,
     on_batch: Optional[Callable[[int], None]] = None,
     another: Optional[Another] = None,
+    probe: Optional["Probe"] = None,
 ) -> list[RepeatTiming]:
     """Measure consecutive windows of one stream of batches under ``budget``.
 
@@ -73,7 +80,7 @@ def run_windows(
     would.  ``on_batch(count)`` follows every measured batch with the count across windows: the
     heartbeat that the measuring process's parent watches for stalls, and what the progress bar counts.
     """
-    stream = Stream(loader, budget, delivery, process, clock, on_batch, another)
+    stream = Stream(loader, budget, delivery, process, clock, on_batch, another, probe)
     while not stream.finished:
         stream.epoch()
     return stream.close()
@@ -92,7 +99,8 @@ class Stream:
     """
 
     def __init__(self, loader: Iterable, budget: BudgetSpec, delivery: DeliveryTracker, process: Optional[Process],
-                 clock: Clock, on_batch: Optional[Callable[[int], None]], another: Optional[Another]):
+                 clock: Clock, on_batch: Optional[Callable[[int], None]], another: Optional[Another],
+                 probe: Optional["Probe"] = None):
         self.loader, self.budget, self.delivery, self.process = loader, budget, delivery, process
         self.clock, self.on_batch, self.another = clock, on_batch, another
         self.windows: list[RepeatTiming] = []
@@ -109,6 +117,8 @@ class Stream:
         self.deadline = math.inf
         self.hard_deadline = self.start + budget.max_seconds
         self.delivered_before = delivery.delivered_samples() if budget.warmup_batches == 0 else 0
+        self.probe = probe
+        self.drained = False
         self._new_window(RepeatTiming(round_size=budget.round_size))
 
     def _new_window(self, timing: RepeatTiming) -> None:
@@ -184,6 +194,8 @@ class Stream:
                     ):
                         self.count = count
                         if not self._close_window(done):
+                            if self.probe is not None and self.probe.windows_done():
+                                seen, complete = self._drain(iterator, seen), True
                             break
                         waits, busies, count = self.waits, self.busies, 0
                         window_start, deadline, hard_deadline = done, self.deadline, self.hard_deadline
@@ -191,6 +203,9 @@ class Stream:
                         continue
                 elif seen == warmup:
                     self.delivered_before = delivery.delivered_samples()
+                    if self.probe is not None:  # once a stream, before its first window opens
+                        self.probe.warmed_up()
+                        done = clock()
                 if done > hard_deadline:
                     raise RunTimeout(f"a repeat ran past bench.max_run_seconds={self.budget.max_seconds:g}")
                 previous = done
@@ -202,15 +217,35 @@ class Stream:
                 raise
             raise named from error
         self.waits, self.busies, self.count, self.seen, self.done = waits, busies, count, seen, done
+        if self.probe is not None and self.finished:
+            self.probe.epoch_done()  # the stream is done with its windows: never inside one (a reading costs ms)
         self._end_epoch(complete, seen - epoch_first, epoch_start)
         del iterator  # shuts non-persistent workers down before the next repeat
+
+    def _drain(self, iterator: Any, seen: int) -> int:
+        """The rest of this epoch, unmeasured and not stepped: what a whole epoch's reads leave in memory
+        (the probe asked for it).  Nothing here is timed; the heartbeat goes on."""
+        take, on_batch, beat = self.delivery.take, self.on_batch, self.before + self.count
+        self.drained = True
+        last = seen + _length(iterator)  # DataLoader's workers exit with the epoch's last batch: read before it
+        for batch in iterator:
+            if take is not None:
+                take(batch)
+            seen += 1
+            beat += 1
+            if on_batch is not None:
+                on_batch(beat)
+            if seen == last - 1 and self.probe is not None:
+                self.probe.epoch_ending()
+        return seen
 
     def _end_epoch(self, complete: bool, batches: int, epoch_start: float) -> None:
         self.delivery.end_epoch(complete, batches)
         if not complete:
             return
         self.epochs_done += 1
-        self.timing.epoch_s.append(self.clock() - epoch_start)
+        if not self.drained:  # a drained epoch was partly stepped, partly not: not an epoch's time
+            self.timing.epoch_s.append(self.clock() - epoch_start)
         if self.budget.mode == "epochs" and self.epochs_done >= self.budget.epochs:
             self.finished = True
         if self.seen == 0:
@@ -237,22 +272,12 @@ def _close(timing: RepeatTiming, waits: list[float], busies: list[float], count:
     timing.samples = samples
 
 
-def with_worker_exits(error: RuntimeError, iterator: Any) -> RuntimeError:
-    """torch names a dead worker's signal only when its SIGCHLD handler wins the race with the broken
-    pipe; otherwise it says "exited unexpectedly".  Its worker processes know how they ended: say it
-    in torch's own words, so the fault is classified the same either way."""
-    if "exited unexpectedly" not in str(error):
-        return error
-    ends = []
-    for worker in getattr(iterator, "_workers", ()):
-        code = getattr(worker, "exitcode", None)
-        if code is not None and code < 0:
-            try:
-                name = signal.strsignal(-code) or str(-code)
-            except ValueError:
-                name = str(-code)
-            ends.append(f"DataLoader worker (pid {worker.pid}) is killed by signal: {name}.")
-    return RuntimeError(f"{error} {' '.join(ends)}") if ends else error
+def _length(iterator: Any) -> int:
+    """Batches an epoch's iterator has left to give (DataLoader's know it; others: unknown, 0)."""
+    try:
+        return max(len(iterator) - getattr(iterator, "_num_yielded", len(iterator)), 0)
+    except TypeError:
+        return 0
 
 
 def whole_rounds(batches: int, round_size: int) -> int:

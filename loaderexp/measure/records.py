@@ -13,6 +13,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Optional
 
+from loaderexp.measure.memory import MemoryRecord, MemorySample
+
 
 def percentile(values: list[float], q: float) -> float:
     """The ``q``-th percentile with linear interpolation between the closest ranks (numpy's default)."""
@@ -129,6 +131,7 @@ class ResourceStats:
     uss_peak_mb: float
     processes_peak: int
     shm_peak_mb: Optional[float]  # None where /dev/shm does not exist
+    memory: list[MemorySample] = field(default_factory=list)  # each memory reading, in order
     gpu_util_percent_mean: Optional[float] = None  # None without a GPU or without NVML
     gpu_memory_used_peak_mb: Optional[float] = None
     gpu_note: str = ""  # why the GPU was not sampled, when it exists
@@ -165,6 +168,42 @@ class LoaderFacts:
     worker_start_method: Optional[str] = None  # worker processes only
     mean_sample_bytes: Optional[float] = None  # file-backed datasets: bytes read per sample
     cuda_allocated_peak_mb: Optional[float] = None
+    dataset_pickle_mb: Optional[float] = None  # workers started with spawn or forkserver unpickle this each
+
+
+@dataclass
+class ColdRecord:
+    """The first epoch with the dataset's files evicted from the page cache, or why there is none."""
+
+    measured: bool
+    note: str  # how it was measured, or why it was not
+    files: int = 0
+    file_bytes: int = 0
+    resident_after_evict: Optional[float] = None  # the files' share still cached after the eviction (mincore)
+    storage_mb_per_s: Optional[float] = None  # the files read one after the other, cold (the storage's rate)
+    epoch: Optional[RepeatTiming] = None  # the cold epoch, timed whole (its start-up included)
+    available_mb: Optional[float] = None  # MemAvailable when the run started
+
+    @property
+    def epoch_s(self) -> Optional[float]:
+        return self.epoch.epoch_s[0] if self.epoch is not None and self.epoch.epoch_s else None
+
+    @property
+    def samples_per_s(self) -> Optional[float]:
+        return self.epoch.samples / self.epoch_s if self.epoch_s else None
+
+    @property
+    def read_mb_per_s(self) -> Optional[float]:
+        """The files' bytes the loader read per second in the cold epoch (each file once)."""
+        return self.file_bytes / self.epoch_s / 1e6 if self.epoch_s else None
+
+    @property
+    def stays_warm(self) -> Optional[bool]:
+        """Whether the files fit in the memory available (with room to spare): later epochs then read them
+        from the page cache; else every epoch reads from storage."""
+        if not self.file_bytes or not self.available_mb:
+            return None
+        return self.file_bytes / 2**20 < 0.8 * self.available_mb
 
 
 @dataclass
@@ -181,6 +220,8 @@ class Measurement:
     delivery: DeliveryRecord
     facts: LoaderFacts
     warnings: list[str] = field(default_factory=list)
+    memory: Optional[MemoryRecord] = None
+    cold: Optional[ColdRecord] = None
 
     @property
     def throughput(self) -> Spread:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
 from loaderexp.measure.delivery import DeliveryTracker
-from loaderexp.measure.loop import run_windows
+from loaderexp.measure.loop import Probe, run_windows
 from loaderexp.measure.records import BudgetSpec, RepeatTiming, spread
 from loaderexp.measure.steps import Consumer
 
@@ -28,6 +28,7 @@ def repeat_until_precise(
     delivery: DeliveryTracker,
     consumer: Optional[Consumer],
     on_batch: Optional[Callable[[int], None]],
+    probe: Optional[Probe] = None,
 ) -> tuple[list[RepeatTiming], str]:
     """Repeats until they agree to ``plan.precision`` (IQR/median, from ``fewest`` up to ``most``), or a
     fixed number of them; and why it stopped ("precise", "max_repeats", "fixed" or "pruned").
@@ -52,7 +53,7 @@ def repeat_until_precise(
         return spread([r.samples_per_s for r in repeats]).relative > plan.precision
 
     if budget.mode != "epochs":
-        repeats = run_windows(loader, budget, delivery, consumer, time.perf_counter, on_batch, another)
+        repeats = run_windows(loader, budget, delivery, consumer, time.perf_counter, on_batch, another, probe)
     else:
         repeats = []
         while not repeats or another(repeats):
@@ -62,7 +63,7 @@ def repeat_until_precise(
                 on_batch(done_before + done)  # type: ignore[misc]
 
             repeats += run_windows(loader, budget, delivery, consumer, time.perf_counter,
-                                   counted if on_batch is not None else None)
+                                   counted if on_batch is not None else None, probe=probe)
             if consumer is not None:
                 consumer.flush()  # a prefetched batch still pending is stepped outside the window
     if consumer is not None:

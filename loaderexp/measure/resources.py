@@ -1,13 +1,14 @@
 """CPU and memory of the whole process tree (main process and its loader workers), sampled.
 
-System-wide "used" memory double-counts what forked workers share with their parent, so the
-tree's memory is reported as PSS (shared pages split between the processes that map them) and
-USS (pages only that process holds).  /dev/shm is where workers hand batches to the parent.
+The tree's memory is counted as a training script's would be (:mod:`.footprint`), each reading
+kept with how many samples the loader had delivered (what an epoch's memory is made from,
+:mod:`.memory`); USS is the pages only the tree's processes hold.  /dev/shm is where workers hand
+batches to the parent.
 
 Reading a process's memory map is not free (~3 ms for a process with torch loaded, ~15 ms with
 its CUDA libraries mapped), and while the kernel walks the map it holds the process's mmap lock,
-which the loop's own allocations need: so memory is read at most 0.2% of the time, CPU every
-interval, and both once more at the end.
+which the loop's own allocations need: so memory is read at most 0.2% of the time, and when the
+loop asks between windows; CPU every interval.
 
 CPU is the tree's CPU seconds per interval, from each process's own times: a worker born since
 the last sample counts all it used since birth (psutil's ``cpu_percent`` reads 0 on its first call,
@@ -21,10 +22,12 @@ import os
 import shutil
 import threading
 import time
+from typing import Callable, Optional
 
 import psutil
 
-from loaderexp.measure.records import ResourceStats
+from loaderexp.measure.footprint import MB, footprint
+from loaderexp.measure.records import MemorySample, ResourceStats
 
 SHM = "/dev/shm"
 MEMORY_DUTY_CYCLE = 0.002  # at most this share of the time spent reading memory maps
@@ -66,14 +69,20 @@ class ResourceMonitor:
     """Samples the tree every ``interval_s`` on a daemon thread between ``start`` and ``stop``."""
 
     def __init__(self, interval_s: float = 0.25, pid: int | None = None, gpu_index: int | None = None,
-                 forked_from: tuple[int, ...] = ()):
+                 forked_from: tuple[int, ...] = (), samples_read: Optional[Callable[[], int]] = None,
+                 harness_bytes: Optional[Callable[[], int]] = None):
         self.interval_s = interval_s
         self.root = psutil.Process(pid or os.getpid())
         # The processes the root was forked from after importing torch or building the dataset
-        # (loaderexp's fork server, the dataset holder): the pages they still share are split
-        # between them, so their PSS is added (not their CPU, not their USS) and the tree's memory
-        # reads as a process that imported and built everything itself.
+        # (loaderexp's fork server, the dataset holder).  A training script is one process that
+        # imported and built everything itself: the tree's memory gets their share of the pages they
+        # still share with it (their PSS less their USS), but not their private pages, which are the
+        # originals of what the tree has since copied (a script holds those once, not twice).
         self._forked_from = [psutil.Process(pid) for pid in forked_from]
+        self._samples_read = samples_read or (lambda: 0)
+        # What loaderexp itself holds in the root (its delivery logs): not the training script's memory.
+        self._harness_bytes = harness_bytes or (lambda: 0)
+        self._trace: list[MemorySample] = []
         self._known: dict[int, psutil.Process] = {}
         self._cpu_seconds: dict[int, float] = {}  # per process, at the last sample
         self._last_sample = 0.0
@@ -82,6 +91,7 @@ class ResourceMonitor:
         self._gpu_memory = 0
         self._gpu_note = ""
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # the sampling thread and sample_now() share the tree's state
         self._thread: threading.Thread | None = None
         self._cpu: list[float] = []
         self._pss = self._uss = 0.0
@@ -120,6 +130,7 @@ class ResourceMonitor:
             uss_peak_mb=round(self._uss / 2**20, 1),
             processes_peak=self._processes,
             shm_peak_mb=None if self._shm_base is None else round(self._shm_peak / 2**20, 1),
+            memory=list(self._trace),
             gpu_util_percent_mean=round(sum(self._gpu_util) / len(self._gpu_util), 1) if self._gpu_util else None,
             gpu_memory_used_peak_mb=round(self._gpu_memory / 2**20, 1) if self._gpu_util else None,
             gpu_note=self._gpu_note,
@@ -127,7 +138,8 @@ class ResourceMonitor:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self._sample()
+            with self._lock:
+                self._sample()
 
     def _tree(self) -> list[psutil.Process]:
         try:
@@ -179,22 +191,25 @@ class ResourceMonitor:
             self._gpu_note = f"GPU utilisation not measured ({str(error).splitlines()[0]}); pip install nvidia-ml-py"
             self._gpu = None
 
+    @property
+    def trace(self) -> list[MemorySample]:
+        return self._trace
+
+    def sample_now(self) -> None:
+        """A memory reading now (the loop asks between windows, where it costs nothing measured)."""
+        with self._lock:
+            self._sample_memory(self._tree())
+
     def _sample_memory(self, tree: list[psutil.Process]) -> None:
-        pss = uss = 0.0
-        for process in tree:
-            try:
-                memory = process.memory_full_info()
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
-            pss += getattr(memory, "pss", memory.rss)
-            uss += memory.uss
-        for process in self._forked_from:
-            try:
-                pss += getattr(process.memory_full_info(), "pss", 0.0)
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                pass
-        self._pss = max(self._pss, pss)
-        self._uss = max(self._uss, uss)
+        samples = self._samples_read()
+        if not tree:
+            return
+        held = footprint(tree[0], tree[1:], self._forked_from)
+        total = max(held.total - self._harness_bytes(), 0)
+        self._trace.append(MemorySample(samples=samples, time=time.monotonic(), total_mb=round(total / MB, 2),
+                                        workers_mb={pid: round(b / MB, 2) for pid, b in held.workers.items()}))
+        self._pss = max(self._pss, total)
+        self._uss = max(self._uss, held.uss)
         shm = shm_used_bytes()
         if shm is not None and self._shm_base is not None:
             self._shm_peak = max(self._shm_peak, shm - self._shm_base)

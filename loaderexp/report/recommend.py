@@ -28,25 +28,40 @@ def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional
 
     A run is close to the best when it is within ``tolerance`` of it, or within the spread
     measured across its repeats (IQR/median of either run, up to 3x ``tolerance``): a gap
-    smaller than the noise is not a measured difference.
+    smaller than the noise is not a measured difference.  When the dataset's files cannot stay in
+    the page cache (``bench.cache=both``), every epoch is a cold one: the cold figures decide.
     """
     finished = [r for r in results if r.status == "FINISHED" and r.info.get(M.DELIVERY) is not False
                 and not r.metrics.get(M.PRUNED)]  # a pruned trial stopped early: its figures are partial
     if not finished:
         return None
-    best = max(finished, key=lambda r: r.metrics[M.THROUGHPUT])
-    best_rate = best.metrics[M.THROUGHPUT]
+    figure = M.COLD if any(r.info.get("cache_stays_warm") is False and M.COLD in r.metrics for r in finished) \
+        else M.THROUGHPUT
+
+    def rate(run: RunResult) -> float:
+        return run.metrics.get(figure, run.metrics[M.THROUGHPUT])
+
+    best = max(finished, key=rate)
 
     def noise(run: RunResult) -> float:
         return max(best.metrics.get(M.THROUGHPUT_IQR, 0.0), run.metrics.get(M.THROUGHPUT_IQR, 0.0))
 
     def gap(run: RunResult) -> float:
-        return 1 - run.metrics[M.THROUGHPUT] / best_rate if best_rate else 0.0
+        return 1 - rate(run) / rate(best) if rate(best) else 0.0
 
     close = [r for r in finished if gap(r) <= max(tolerance, min(noise(r), NOISE_ALLOWANCE_CAP * tolerance))]
-    chosen = min(close, key=lambda r: (r.params.get(NUM_WORKERS, 0), -r.metrics[M.THROUGHPUT]))
-    rate = chosen.metrics[M.THROUGHPUT]
+    chosen = min(close, key=lambda r: (r.params.get(NUM_WORKERS, 0), -rate(r)))
     within_noise = chosen is not best and gap(chosen) <= noise(chosen)
+    text = _text(chosen, best, finished, rate, gap(chosen), noise(chosen), tolerance, within_noise)
+    if figure is M.COLD:
+        text += (f" (From the cold-cache figures: the dataset's {chosen.metrics.get(M.FILE_MB, 0):,.0f} MB of files "
+                 f"do not fit in the {chosen.metrics.get(M.AVAILABLE, 0):,.0f} MB available, so every epoch reads "
+                 "them from storage.)")
+    return Recommendation(chosen, best, within_noise, text + _bound_text(chosen, best, finished, gap(chosen)))
+
+
+def _text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult], rate, gap: float, noise: float,
+          tolerance: float, within_noise: bool) -> str:
     ranks = chosen.params.get(RANKS_KEY) or 1
     swept = [k for k in varying_params(finished) if k != RANKS_KEY]
     if ranks > 1 and X_AXIS not in swept:
@@ -54,21 +69,16 @@ def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional
     settings = ", ".join(f"{short_key(k)}={param_text(chosen.params.get(k))}" for k in swept) or "the defaults"
     if ranks > 1:  # what each training process sets, and for how many of them it holds
         settings = f"{settings} per rank with {ranks} ranks"
-    text = f"Recommendation: {settings}: {rate:,.0f} samples/s" + (" across the ranks" if ranks > 1 else "")
+    text = f"Recommendation: {settings}: {rate(chosen):,.0f} samples/s" + (" across the ranks" if ranks > 1 else "")
     if chosen is best:
-        text += " (the fastest run)."
-    else:
-        text += (
-            f", {100 * gap(chosen):.1f}% below the fastest ({best_rate:,.0f} samples/s, "
-            f"num_workers={best.params.get(NUM_WORKERS)}) with fewer workers"
-        )
-        if gap(chosen) <= tolerance:
-            text += f", inside the {100 * tolerance:.0f}% tolerance"
-            text += "; the difference is inside the measured noise." if within_noise else "."
-        else:
-            text += (f": the difference is inside the measured noise (IQR {100 * noise(chosen):.1f}% of the median),"
-                     " so the sweep cannot tell them apart.")
-    return Recommendation(chosen, best, within_noise, text + _bound_text(chosen, best, finished, gap(chosen)))
+        return text + " (the fastest run)."
+    text += (f", {100 * gap:.1f}% below the fastest ({rate(best):,.0f} samples/s, "
+             f"num_workers={best.params.get(NUM_WORKERS)}) with fewer workers")
+    if gap <= tolerance:
+        text += f", inside the {100 * tolerance:.0f}% tolerance"
+        return text + ("; the difference is inside the measured noise." if within_noise else ".")
+    return text + (f": the difference is inside the measured noise (IQR {100 * noise:.1f}% of the median),"
+                   " so the sweep cannot tell them apart.")
 
 
 def _bound_text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult], gap: float) -> str:

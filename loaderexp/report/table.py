@@ -61,10 +61,11 @@ def _table(items: Sequence[tuple[Path, RunResult]]) -> str:
     base_rates = {count: _rate(baseline([r for r in results if _ranks(r) == count])) for count in ranks}
     stepped = any(r.info.get("bound", "").endswith("-bound") for r in results)  # a training step ran
     ranked = any(r.metrics.get(M.RANK_COUNT, 1) > 1 for r in results)  # several ranks loaded at once
+    cold = any(M.COLD in r.metrics for r in results)  # bench.cache=cold|both
     header = [*(short_key(a) for a in axes), "status", "samples/s", *(["slowest"] if ranked else []), "±IQR%", "MB/s",
-              "1st batch s", "epoch s", "wait p50/p95 ms",
+              *(["cold/s", "cold MB/s"] if cold else []), "1st batch s", "epoch s", "wait p50/p95 ms",
               "speed-up", "stall%", *(["bound"] if stepped else []), "h2d GB/s", "PSS MB", "delivery"]
-    rows = [header] + [_row(r, axes, base_rates[_ranks(r)], stepped, ranked) for _, r in items]
+    rows = [header] + [_row(r, axes, base_rates[_ranks(r)], stepped, ranked, cold) for _, r in items]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -77,7 +78,8 @@ def _table(items: Sequence[tuple[Path, RunResult]]) -> str:
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
-def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], stepped: bool, ranked: bool) -> list[str]:
+def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], stepped: bool, ranked: bool,
+         cold: bool = False) -> list[str]:
     m = r.metrics
     rate = m.get(M.THROUGHPUT)
     epoch = m.get(M.EPOCH, m.get(M.EPOCH_ESTIMATE))
@@ -89,6 +91,7 @@ def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], stepped:
         *([_fmt(m.get(M.SLOWEST_RANK, rate), 0)] if ranked else []),
         _fmt(100 * m[M.THROUGHPUT_IQR], 1) if m.get(M.REPEATS, 0) >= 2 else "-",
         _fmt(m.get(M.MEGABYTES), 1),
+        *([_fmt(m.get(M.COLD), 0), _fmt(m.get(M.COLD_READ), 1)] if cold else []),
         _fmt(m.get(M.FIRST_BATCH), 3),
         epoch_text,
         f"{_fmt(m.get(M.WAIT_P50), 2)}/{_fmt(m.get(M.WAIT_P95), 2)}",
@@ -112,6 +115,9 @@ def _notes(items: Sequence[tuple[Path, RunResult]], ranked: bool) -> list[str]:
         notes.append("* noisy: throughput IQR/median above the noise threshold across repeats")
     if any(r.metrics.get(M.EPOCH_ESTIMATE) for r in results):
         notes.append("~ epoch time estimated from start-up plus the steady-state rate (bench.budget=epochs measures it)")
+    if any(M.COLD in r.metrics for r in results):
+        notes.append("cold/s: the first epoch with the dataset's files evicted from the page cache, timed whole; "
+                     "cold MB/s: the files read per second in it" + _storage_note(results))
     if results and not any(r.metrics.get(M.H2D_MEASURED) for r in results):
         notes.append("n/m: " + str(results[0].info.get("h2d", "host-to-device copy not measured")))
     for folder, r in items:
@@ -121,3 +127,14 @@ def _notes(items: Sequence[tuple[Path, RunResult]], ranked: bool) -> list[str]:
         notes.append("slowest: the slowest rank's samples/s (a synchronous step waits for it); samples/s is all "
                      "ranks together")
     return notes
+
+
+def _storage_note(results: Sequence[RunResult]) -> str:
+    storage = [r.metrics[M.STORAGE_READ] for r in results if M.STORAGE_READ in r.metrics]
+    files = next((r.metrics[M.FILE_MB] for r in results if M.FILE_MB in r.metrics), None)
+    if not storage:
+        return ""
+    available = next((r.metrics[M.AVAILABLE] for r in results if M.AVAILABLE in r.metrics), None)
+    fits = f", against {available:,.0f} MB available" if available else ""
+    return (f" (the storage reads them cold at {sorted(storage)[len(storage) // 2]:,.0f} MB/s; the files hold "
+            f"{files:,.0f} MB{fits})" if files else "")

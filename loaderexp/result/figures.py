@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from loaderexp.measure.batches import batches_table, with_rank
-from loaderexp.measure.records import Measurement, NodeMeasurement, StepTimes, percentile
+from loaderexp.measure.records import MemoryRecord, Measurement, NodeMeasurement, StepTimes, percentile
 from loaderexp.result import metrics as M
 
 STALL_THRESHOLD = 0.10  # a step waiting for data this share of its time is loader-bound
@@ -30,7 +30,9 @@ def figures(measured: Union[Measurement, NodeMeasurement]) -> Figures:
     """What result.json and MLflow record of a process's or a node's measurement."""
     if isinstance(measured, NodeMeasurement):
         return node_figures(measured)
-    return Figures(metrics_of(measured), info_of(measured), list(measured.warnings), batches_table(measured.windows))
+    metrics = metrics_of(measured)
+    warnings = [*measured.warnings, *memory_warnings(measured.memory, metrics), *start_warnings(measured, metrics)]
+    return Figures(metrics, info_of(measured), warnings, batches_table(measured.windows))
 
 
 def classify(wait_s: float, transfer_s: float, compute_s: float, stall_threshold: float = STALL_THRESHOLD) -> str:
@@ -85,7 +87,28 @@ def metrics_of(m: Measurement) -> dict[str, float]:
     if m.facts.mean_sample_bytes:
         # Files read per second: the steady sample rate times the mean file size on disk.
         metrics[M.READ_RATE] = metrics[M.THROUGHPUT] * m.facts.mean_sample_bytes / 1e6
+    metrics.update(_cold_metrics(m))
+    if m.facts.dataset_pickle_mb is not None:
+        metrics[M.DATASET_PICKLE] = round(m.facts.dataset_pickle_mb, 2)
     return metrics
+
+
+def _cold_metrics(m: Measurement) -> dict[str, float]:
+    cold = m.cold
+    if cold is None:
+        return {}
+    found = {M.AVAILABLE: round(cold.available_mb or 0.0, 1)}
+    if cold.file_bytes:
+        found[M.FILE_MB] = round(cold.file_bytes / 2**20, 1)
+    if not cold.measured:
+        return found
+    found.update({M.COLD: cold.samples_per_s or 0.0, M.COLD_EPOCH: cold.epoch_s or 0.0,
+                  M.COLD_READ: cold.read_mb_per_s or 0.0})
+    if cold.storage_mb_per_s is not None:
+        found[M.STORAGE_READ] = cold.storage_mb_per_s
+    if cold.resident_after_evict is not None:
+        found[M.RESIDENT] = cold.resident_after_evict
+    return found
 
 
 def _epoch_metrics(m: Measurement) -> dict[str, float]:
@@ -126,6 +149,14 @@ def _resource_metrics(m: Measurement) -> dict[str, float]:
         found[M.CUDA_ALLOCATED] = m.facts.cuda_allocated_peak_mb
     found.update({M.CPU_MEAN: resources.cpu_percent_mean, M.CPU_PEAK: resources.cpu_percent_peak,
                   M.PSS: resources.pss_peak_mb, M.USS: resources.uss_peak_mb, M.PROCESSES: resources.processes_peak})
+    memory = m.memory
+    if memory is not None and memory.trace:
+        found.update({M.PSS: round(memory.epoch_peak_mb, 1), M.PSS_MEASURED: round(memory.measured_peak_mb, 1),
+                      M.MEMORY_GROWTH: round(1000 * memory.growth_mb_per_sample, 2)})
+        if memory.per_worker_mb is not None:
+            found[M.WORKER_MEMORY] = round(memory.per_worker_mb, 1)
+        if memory.dataset_mb is not None:
+            found[M.DATASET_MEMORY] = round(memory.dataset_mb, 1)
     if resources.shm_peak_mb is not None:
         found[M.SHM] = resources.shm_peak_mb
     return found
@@ -154,6 +185,10 @@ def info_of(m: Measurement) -> dict[str, Any]:
         info["worker_start_method"] = facts.worker_start_method
     if m.resources.gpu_note:
         info["gpu_metrics"] = m.resources.gpu_note
+    if m.memory is not None and m.memory.trace:
+        info["memory_basis"] = m.memory.basis
+    if m.cold is not None:
+        info.update(cache=m.cold.note, cache_stays_warm=m.cold.stays_warm)
     info.update(
         device=facts.device,
         data_source=facts.data_source,
@@ -164,6 +199,46 @@ def info_of(m: Measurement) -> dict[str, Any]:
         delivery_epochs_checked=m.delivery.epochs_checked,
     )
     return info
+
+
+COPYING_MB = 32.0  # a worker that copies more of the dataset than this over an epoch is said to copy it
+
+
+PICKLE_MB = 32.0  # a dataset that pickles to more than this makes spawned workers slow to start
+
+
+def start_warnings(m: Measurement, metrics: dict[str, float]) -> list[str]:
+    """Workers that each unpickle a big dataset: the classic "one worker takes 11 s to start"."""
+    size = m.facts.dataset_pickle_mb
+    if size is None or size < PICKLE_MB:
+        return []
+    return [f"the dataset pickles to {size:,.0f} MB: each worker started with {m.facts.worker_start_method} "
+            f"unpickles its own copy (time to first batch {metrics.get(M.FIRST_BATCH, float('nan')):.1f} s, and a "
+            "copy in memory per worker); keep large arrays in a file (memory-mapped, or opened in worker_init_fn), "
+            "or start workers with fork where that is safe"]
+
+
+def memory_warnings(memory: Optional[MemoryRecord], metrics: dict[str, float]) -> list[str]:
+    """What the memory figures mean for the user: workers that copy the dataset, a node that would run out."""
+    if memory is None or not memory.trace:
+        return []
+    found = []
+    copied = memory.growth_per_worker_mb
+    if memory.workers and memory.forked and copied > COPYING_MB:
+        found.append(f"each worker copies ~{copied:,.0f} MB of the dataset as it reads it "
+                     f"({1000 * memory.growth_mb_per_sample:.1f} MB per 1,000 samples read): keep samples in numpy "
+                     "arrays, Arrow or a memory-mapped file instead of Python lists/dicts (every read of a Python "
+                     "object writes its refcount, and a forked worker then copies the page)")
+    found += oom_warnings(metrics.get(M.PSS), memory.available_mb)
+    return found
+
+
+def oom_warnings(total_mb: Optional[float], available_mb: Optional[float]) -> list[str]:
+    if not total_mb or not available_mb or total_mb <= 0.9 * available_mb:
+        return []
+    return [f"this setting holds ~{total_mb:,.0f} MB over an epoch, against {available_mb:,.0f} MB available when "
+            "it started: the kernel's OOM killer would end it (or the largest process); use fewer workers or ranks, "
+            "or keep the dataset where workers do not copy it"]
 
 
 def node_figures(node: NodeMeasurement) -> Figures:
@@ -195,7 +270,9 @@ def node_figures(node: NodeMeasurement) -> Figures:
         dist_padding_samples=node.padding,
     )
     metrics[M.DELIVERY] = float(delivered)
-    warnings = sorted({w for m in node.ranks for w in m.warnings})
+    warnings = sorted({w for m in node.ranks for w in [*m.warnings, *memory_warnings(m.memory, {})]})
+    available = min((m.memory.available_mb for m in node.ranks if m.memory and m.memory.available_mb), default=None)
+    warnings += oom_warnings(metrics.get(M.PSS), available)  # the ranks together, on one node
     warnings += [f"delivery check failed: {p}" for p in node.share_problems]
     csv = "".join(with_rank(batches_table(m.windows), rank, first=rank == 0) for rank, m in enumerate(node.ranks))
     return Figures(metrics=metrics, info=info, warnings=warnings, batches_csv=csv)

@@ -84,6 +84,15 @@ SAMPLES = metric("measured_samples", "samples", SUM, "in the windows")
 SECONDS = metric("measured_seconds", S, SLOWEST, "the windows' wall time")
 WARMUP = metric("warmup_seconds", S, SLOWEST, "start-up and warm-up batches before the windows")
 REPEATS = metric("repeats", "windows", SLOWEST, "windows measured")
+# A cold page cache (bench.cache=cold|both).
+COLD = metric("throughput_cold_samples_per_s", "samples/s", SUM, "the first epoch with the files evicted, timed whole",
+              per_rank=True)
+COLD_EPOCH = metric("epoch_time_cold_s", S, SLOWEST, "that epoch's wall time, its start-up included")
+COLD_READ = metric("read_mb_per_s_cold", "MB/s", SUM, "the files' bytes the loader read per second in it")
+STORAGE_READ = metric("storage_read_mb_per_s", "MB/s", WORST, "the files read one after the other, cold")
+FILE_MB = metric("dataset_file_mb", "MB", SLOWEST, "the dataset's files on storage")
+RESIDENT = metric("cache_resident_after_evict", "ratio", SLOWEST, "the files' share still cached after eviction")
+AVAILABLE = metric("memory_available_mb", "MB", WORST, "MemAvailable when the run started")
 # The device copy and the step.
 PINNED = metric("pinned_fraction", "ratio", WORST, "batches that arrived in pinned memory")
 H2D_MEASURED = metric("h2d_measured", "flag", WORST, "1: the copy was timed with CUDA events")
@@ -94,7 +103,14 @@ STEP_MS = metric("step_ms_mean", "ms", SLOWEST, "with a step: its time per batch
 # Resources of the process tree.
 CPU_MEAN = metric("cpu_percent_mean", "%", SUM, "CPU of the tree, 100 = one core", per_rank=True)
 CPU_PEAK = metric("cpu_percent_peak", "%", SUM, "CPU of the tree, highest sample")
-PSS = metric("pss_peak_mb", "MB", SUM, "PSS of the tree, peak", per_rank=True)
+PSS = metric("pss_peak_mb", "MB", SUM, "what a training script and its workers would hold: peak over an epoch",
+             per_rank=True)
+PSS_MEASURED = metric("pss_measured_peak_mb", "MB", SUM, "the same, the highest reading the run took")
+WORKER_MEMORY = metric("memory_per_worker_mb", "MB", SLOWEST, "a worker's PSS at the epoch's end")
+MEMORY_GROWTH = metric("memory_growth_mb_per_1k_samples", "MB", SLOWEST,
+                       "what the tree grows by per 1,000 samples its workers read (copies of the dataset)")
+DATASET_PICKLE = metric("dataset_pickle_mb", "MB", SLOWEST, "what each worker started with spawn/forkserver unpickles")
+DATASET_MEMORY = metric("dataset_memory_mb", "MB", SUM, "what building the dataset added to its process")
 USS = metric("uss_peak_mb", "MB", SUM, "USS of the tree, peak")
 PROCESSES = metric("processes_peak", "processes", SUM, "the tree's processes, peak")
 SHM = metric("shm_peak_mb", "MB", SLOWEST, "/dev/shm in use beyond the start, peak (the node's)")
