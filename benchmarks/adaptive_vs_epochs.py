@@ -6,7 +6,9 @@
 The naive loop is what people write by hand: for each num_workers, a DataLoader over the same CIFAR-10
 data set and transform, one whole epoch timed with ``for batch in loader: pass``, run as its own
 script (imports included, as a user runs it). The sweep is ``python -m loaderexp -m
-loader.num_workers=...`` with the default bench settings (adaptive repeats), MLflow included. The
+loader.num_workers=...`` with the default bench settings (adaptive repeats), MLflow included, less the
+side-by-side confirmation of its pick (``bench.confirm_s=0``: a step after the answer, which
+benchmarks/predict_vs_grid.py leaves out too). The
 two alternate, round by round, so both see the same machine. Target: the sweep takes at most half
 the naive loop's time and recommends the same num_workers (both judged by loaderexp's rule:
 the fewest workers within 5%, or within the measured spread, of the best).
@@ -61,7 +63,7 @@ def run_naive(data_root: Path, workers: list[int]) -> tuple[float, dict[int, flo
 
 
 def run_sweep(data_root: Path, workers: list[int], folder: Path) -> tuple[float, list[RunResult]]:
-    done = sweep([f"loader.num_workers={','.join(map(str, workers))}"], folder / "sweep",
+    done = sweep([f"loader.num_workers={','.join(map(str, workers))}", "bench.confirm_s=0"], folder / "sweep",
                  env={"LOADEREXP_DATA_ROOT": str(data_root)})
     return done.seconds, done.results
 

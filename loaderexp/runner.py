@@ -38,9 +38,13 @@ from loaderexp.config import (
     without_inapplicable,
 )
 from loaderexp.execute.faults import explain
+from loaderexp.execute.dispatch import host_facts, measure_spec, profile_only
 from loaderexp.execute.host_lock import exclusive_host
+from loaderexp.execute.predict import predicted_instead
+from loaderexp.execute.profiling import ProfileStore, profile_key
 from loaderexp.execute.progress import JobProgress
 from loaderexp.result import RESULT_FILE, RunResult, machine_facts
+from loaderexp.result.ceiling import ceiling_figures
 from loaderexp.result.figures import figures
 
 log = logging.getLogger("loaderexp")
@@ -67,6 +71,11 @@ class JobContext:
         return f"job {self.index + 1}/{self.total}" if self.total else f"job {self.index + 1}"
 
     @property
+    def sweep_dir(self) -> Path:
+        """The folder the sweep's jobs share (a single run's own)."""
+        return self.output_dir.parent if self.index is not None else self.output_dir
+
+    @property
     def run_name(self) -> str:
         named = [o for o in self.overrides if o.split("=", 1)[0] in self.name_keys] if self.name_keys else self.overrides
         return " ".join(named) or "defaults"
@@ -80,7 +89,7 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
     tracker = run_id = None
     reused = False
     try:
-        result.host = _host_facts(spec.bench.isolate)
+        result.host = host_facts(spec.bench.isolate)
         spec = resolve_auto_transform(spec)
         result.params = spec_params(spec)
         job.output_dir.mkdir(parents=True, exist_ok=True)
@@ -92,9 +101,15 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
                 log.info("%s: already measured in %s, skipped (resume=true)", job.label, done.parent)
                 reused, result = True, RunResult.read(done)
                 return result
+        checked = None
+        if spec.bench.predict and job.index is not None:
+            checked = _checked(spec, result, job)
+            if predicted_instead(checked, result, job.sweep_dir, job.overrides, lambda: profile_only(checked, job.label)):
+                log.info("%s: predicted, not measured (bench.predict)", job.label)
+                return result
         check_tracking(spec)  # before the store is opened: a bad name is the config's fault, not the store's
         tracker, run_id = _open_run(spec, result, job)
-        spec = _checked(spec, result, job)
+        spec = checked or _checked(spec, result, job)
         _measure_into(result, spec, job)
     except KeyboardInterrupt:
         result.status, result.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
@@ -135,38 +150,28 @@ def _measure_into(result: RunResult, spec: Config, job: JobContext) -> None:
     """Hold the host, measure, and name what was measured into ``result``."""
     progress = JobProgress(job.label)
     host_use: dict[str, Any] = {}
+    profiles, key = ProfileStore(job.sweep_dir), profile_key(spec, result.host)
+    known = profiles.get(key)
     try:
         with exclusive_host(job.label, spec.bench.shared_host_ok, host_use, spec.bench.host_wait_s):
-            measured = _measure(spec, progress)
+            measured = measure_spec(spec, progress, profile=known is None)
     finally:
         progress.close()
         result.info.update(host_use)  # a failed job keeps its interval too
+    if measured.profile is not None:
+        profiles.put(key, measured.profile)
+    measured.profile = measured.profile or known
     named = figures(measured)
     result.metrics = named.metrics
     result.info.update(named.info)
     result.warnings += named.warnings
     result.status = "FINISHED"
+    if measured.profile is not None:
+        result.profile = measured.profile.to_dict()
+    ceiling_metrics, ceiling_info = ceiling_figures(result)
+    result.metrics.update(ceiling_metrics)
+    result.info.update(ceiling_info)
     _write_batches(job.output_dir, named.batches_csv, result, job.label)
-
-
-def _measure(spec: Config, progress: JobProgress) -> Any:
-    if spec.bench.isolate:
-        from loaderexp.execute.child import measure_in_child
-
-        return measure_in_child(spec, spec.bench.job_timeout_s, on_batch=progress)
-    from loaderexp.execute.ranks import measure_on_node
-
-    return measure_on_node(spec, on_batch=progress)
-
-
-def _host_facts(isolate: bool) -> dict[str, Any]:
-    if isolate:  # torch stays out of this process
-        from loaderexp.execute.child import host_facts_isolated
-
-        return dict(host_facts_isolated())
-    from loaderexp.execute.host import host_facts
-
-    return host_facts()
 
 
 def _describe_failure(result: RunResult, error: Exception) -> None:

@@ -143,3 +143,25 @@ class Heavy(SyntheticImages):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.ballast = bytes(48 * 2**20)
+
+
+class SerialDriftingSleep(torch.utils.data.Dataset):
+    """Samples served one at a time across every process (a lock on ``lock``), each a sleep that grows with
+    the wall clock since ``start``: the true rate is the same at any worker count, and falls as time passes,
+    so jobs measured one after another rank the drift, not the setting."""
+
+    def __init__(self, lock: str, start: float, sleep_ms: float = 2.0, growth_per_s: float = 0.05,
+                 num_samples: int = 100_000):
+        self.lock, self.start, self.sleep_s, self.growth = lock, start, sleep_ms / 1000, growth_per_s
+        self.num_samples = num_samples
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        import fcntl
+
+        with open(self.lock, "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            time.sleep(self.sleep_s * (1 + self.growth * max(time.time() - self.start, 0.0)))
+        return torch.full((4,), float(index))

@@ -3,7 +3,6 @@ Each test failed on the code before its fix (issue 24); the security edges are i
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import os
 import shutil

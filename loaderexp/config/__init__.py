@@ -21,6 +21,7 @@ from loaderexp.config.compose import (
     flatten,
     plain,
     resolve_auto_transform,
+    spec_from_file,
     spec_params,
     to_spec,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "flatten",
     "plain",
     "resolve_auto_transform",
+    "spec_from_file",
     "spec_params",
     "to_spec",
     "validate",

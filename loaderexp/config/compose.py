@@ -73,6 +73,13 @@ def to_spec(cfg: DictConfig) -> Config:
     return resolve_auto_transform(composed_spec(cfg))
 
 
+def spec_from_file(path: Path) -> Config:
+    """A run's typed spec from the ``resolved_config.yaml`` it wrote: to measure that run again."""
+    from loaderexp.config.store import structured
+
+    return composed_spec(OmegaConf.merge(structured(Config), OmegaConf.load(path)))
+
+
 def resolve_auto_transform(spec: Config) -> Config:
     """Replace ``transform: {name: auto}`` by the dataset's ``default_transform`` node."""
     if spec.transform.name != "auto":

@@ -126,6 +126,11 @@ class BenchConfig:
     # read on, unmeasured, to the epoch's end for an epoch's memory when that takes at most this long (else projected)
     memory_epoch_s: float = bounded(30.0, ge=0)
     host_wait_s: float = bounded(3600.0, ge=0)
+    # the profiling pass (stage costs, the ceiling model): about this long, once per dataset, transform and batch size
+    profile_s: float = bounded(2.0, ge=0)
+    predict: bool = False  # a num_workers grid: measure the predicted knee and its neighbours, predict the rest
+    # at a sweep's end, the pick against its rivals in interleaved windows for at most this long (0: not confirmed)
+    confirm_s: float = bounded(15.0, ge=0)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,9 @@
 ``W`` samples per sleep however few cores there are, and many-worker behaviour shows on a 2-core
 machine.  The true rate still includes what sleep overshoots and what each batch costs to pass
 between processes: ``benchmarks/reference.py`` measures it with a long bare loop.
+
+``BurnDataset``: each sample costs a fixed length of CPU time (its own process's, however busy the
+cores): the rate grows with the workers up to about the usable cores over the burn.
 """
 
 from __future__ import annotations
@@ -16,23 +19,49 @@ import torch
 from torch.utils.data import Dataset
 
 
-class SleepDataset(Dataset):
-    """``num_samples`` tiny tensors; fetching one sleeps ``sleep_ms`` milliseconds."""
+class _Costed(Dataset):
+    """``num_samples`` tiny tensors, each costing what :meth:`cost` spends."""
 
     data_source = "generated"
 
-    def __init__(self, num_samples: int = 100_000, sleep_ms: float = 5.0, transform: Optional[Callable] = None):
+    def __init__(self, num_samples: int, transform: Optional[Callable]):
         self.num_samples = num_samples
-        self.sleep_s = sleep_ms / 1000.0
         self.transform = transform
 
     def __len__(self) -> int:
         return self.num_samples
 
+    def cost(self) -> None:
+        raise NotImplementedError
+
     def __getitem__(self, index: int) -> torch.Tensor:
-        time.sleep(self.sleep_s)
+        self.cost()
         sample = torch.full((4,), float(index))
         return sample if self.transform is None else self.transform(sample)
+
+
+class SleepDataset(_Costed):
+    """``num_samples`` tiny tensors; fetching one sleeps ``sleep_ms`` milliseconds."""
+
+    def __init__(self, num_samples: int = 100_000, sleep_ms: float = 5.0, transform: Optional[Callable] = None):
+        super().__init__(num_samples, transform)
+        self.sleep_s = sleep_ms / 1000.0
+
+    def cost(self) -> None:
+        time.sleep(self.sleep_s)
+
+
+class BurnDataset(_Costed):
+    """``num_samples`` tiny tensors; fetching one spins until its thread has used ``burn_ms`` of CPU."""
+
+    def __init__(self, num_samples: int = 100_000, burn_ms: float = 1.0, transform: Optional[Callable] = None):
+        super().__init__(num_samples, transform)
+        self.burn_s = burn_ms / 1000.0
+
+    def cost(self) -> None:
+        until = time.thread_time() + self.burn_s
+        while time.thread_time() < until:
+            pass
 
 
 class ListBacked(Dataset):

@@ -20,18 +20,26 @@ import multiprocessing
 import time
 from typing import Any, Callable, Optional
 
-import psutil
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from loaderexp.config.schema import Config
 from loaderexp.execute.faults import describe_exit
-from loaderexp.execute.messages import Done, Exited, Failed, Planned, RunJob, Started
+from loaderexp.execute.processes import kill_tree, process_states
+from loaderexp.execute.messages import Done, Exited, Failed, Planned, Profiling, RunJob, Started
 
 _context: Optional[Any] = None
 POLL_S = 0.2
 EXIT_WAIT_S = 30  # for the measuring process to end (its workers shut down) after its answer
 STALL_GAPS = 20  # a stall is this many times the longest gap between batches seen so far
+# The profiling pass runs about bench.profile_s per loop of several (worker start-ups among them): past
+# this many times it, it is stuck.
+PROFILE_ALLOWANCE = 30
+PROFILE_FLOOR_S = 60.0
+
+
+def profile_allowance(profile_s: float) -> float:
+    return max(PROFILE_ALLOWANCE * profile_s, PROFILE_FLOOR_S)
 
 
 class MeasurementError(RuntimeError):
@@ -117,49 +125,6 @@ def host_facts_isolated() -> dict[str, Any]:
         receiver.close()
 
 
-def family(pid: int) -> list[psutil.Process]:
-    """A process and every descendant (its DataLoader workers), the process first; [] once it is gone."""
-    try:
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL a process and every descendant (its DataLoader workers), and reap them."""
-    processes = family(pid)
-    for process in processes:
-        try:
-            process.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(processes, timeout=10)
-
-
-def process_states(pid: int) -> str:
-    """What the measuring process and each of its workers is doing: state, kernel wait, CPU time."""
-    processes = family(pid)
-    if not processes:
-        return "the measuring process is gone"
-    described = []
-    for process in processes:
-        try:
-            role = "measuring process" if process.pid == pid else "worker"
-            times = process.cpu_times()
-            text = f"{role} {process.pid} {process.status()}"
-            try:
-                with open(f"/proc/{process.pid}/wchan") as f:
-                    wchan = f.read().strip()
-                text += f" in {wchan}" if wchan and wchan != "0" else ""
-            except OSError:
-                pass
-            described.append(f"{text}, {times.user + times.system:.1f} s CPU in all")
-        except psutil.NoSuchProcess:
-            continue
-    return "; ".join(described)
-
-
 class StallWatch:
     """When the batch count last moved, and the longest gap between two moves."""
 
@@ -182,14 +147,32 @@ class StallWatch:
         return now - self.changed > self.limit
 
 
-def measure_in_child(spec: Config, limit_s: float, on_batch: Optional[Callable[[int, Optional[int]], None]] = None):
-    """``measure_on_node(spec)`` in a killable process forked by the dataset holder (execute/holder.py);
-    raises MeasurementError on failure, hang, stall or crash."""
+def measure_in_child(spec: Config, limit_s: float, on_batch: Optional[Callable[[int, Optional[int]], None]] = None,
+                     profile: bool = False):
+    """``measure_on_node(spec, profile=profile)`` in a killable process forked by the dataset holder
+    (execute/holder.py); raises MeasurementError on failure, hang, stall or crash."""
+    return _in_holder(RunJob(spec, profile), limit_s, on_batch)
+
+
+def profile_in_child(spec: Config, limit_s: float):
+    """Only the profiling pass, on the held dataset: a StageProfile, or None."""
+    return _in_holder(RunJob(spec, profile_only=True), limit_s, None)
+
+
+def compare_in_child(specs: list[Config], seconds: float,
+                     on_batch: Optional[Callable[[int, Optional[int]], None]] = None):
+    """``specs`` (one dataset) side by side in interleaved windows for about ``seconds``: PairedRates."""
+    limit = max(specs[0].bench.job_timeout_s, 4 * seconds)
+    return _in_holder(RunJob(specs[0], paired=tuple(specs[1:]), paired_s=seconds), limit, on_batch)
+
+
+def _in_holder(message: RunJob, limit_s: float, on_batch: Optional[Callable[[int, Optional[int]], None]]):
     from loaderexp.execute.holder import discard, holder_for
 
+    spec = message.spec
     holder = holder_for(_mp_context(), spec)
-    holder.conn.send(RunJob(spec))
-    job = WatchedJob(holder, spec.bench.stall_s, limit_s, on_batch)
+    holder.conn.send(message)
+    job = WatchedJob(holder, spec.bench.stall_s, limit_s, on_batch, profile_allowance(spec.bench.profile_s))
     try:
         return job.wait()
     finally:
@@ -202,8 +185,11 @@ def measure_in_child(spec: Config, limit_s: float, on_batch: Optional[Callable[[
 class WatchedJob:
     """The app's side of one job in the holder: the messages it answers, its time limit and its stalls."""
 
-    def __init__(self, holder: Any, stall_s: float, limit_s: float, on_batch: Optional[Callable]):
+    def __init__(self, holder: Any, stall_s: float, limit_s: float, on_batch: Optional[Callable],
+                 profile_s: float = 0.0):
         self.holder, self.limit_s, self.on_batch = holder, limit_s, on_batch
+        self.profile_s = profile_s  # how long the profiling pass may go without a batch
+        self.profiling_since: Optional[float] = None
         started = time.monotonic()
         self.deadline = started + limit_s
         self.watch = StallWatch(stall_s, started)
@@ -241,6 +227,10 @@ class WatchedJob:
             self.watch = StallWatch(self.watch.stall_s, time.monotonic())
         elif isinstance(message, Planned):
             self.total = message.total
+        elif isinstance(message, Profiling):  # its loops deliver no batches: the stall clock waits for its end
+            now = time.monotonic()
+            self.profiling_since = now if message.started else None
+            self.watch = StallWatch(self.watch.stall_s, now)
         elif isinstance(message, Done):
             self.outcome, self.finished = message.measurement, time.monotonic()
         elif isinstance(message, Failed):
@@ -274,6 +264,12 @@ class WatchedJob:
                                        f"{self.limit_s:g} s (its constructor, or generating its files); killed")
             raise MeasurementError(
                 "Timeout", f"the job passed its wall-clock limit bench.job_timeout_s={self.limit_s:g} and was killed")
+        if self.profiling_since is not None:
+            if now - self.profiling_since > self.profile_s:
+                raise MeasurementError("Stalled", f"the profiling pass went on for {now - self.profiling_since:.0f} "
+                                       f"s (allowed: {PROFILE_ALLOWANCE}x bench.profile_s, at least "
+                                       f"{PROFILE_FLOOR_S:.0f} s); killed; {process_states(self.pid)}")
+            return
         if self.pid is not None and watch.stalled(now):  # building the dataset is not a stall
             states = process_states(self.pid if self.pid is not None else self.holder.process.pid)
             raise MeasurementError(

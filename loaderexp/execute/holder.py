@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 
 from loaderexp.config.compose import plain
 from loaderexp.config.schema import Config
-from loaderexp.execute.messages import Done, Exited, Planned, RunJob, Started, failure
+from loaderexp.execute.messages import Done, Exited, Planned, Profiling, RunJob, Started, failure
 
 
 def dataset_key(spec: Config) -> str:
@@ -103,7 +103,7 @@ def _holder_main(spec: Config, conn: Any, batches: Any) -> None:
             batches.value = 0
             pid = os.fork()
             if pid == 0:
-                _measure(job.spec, conn, batches, dataset, threads)  # never returns
+                _measure(job, conn, batches, dataset, threads)  # never returns
             conn.send(Started(pid))
             _, status = os.waitpid(pid, 0)
             conn.send(Exited(pid, os.waitstatus_to_exitcode(status)))
@@ -111,9 +111,9 @@ def _holder_main(spec: Config, conn: Any, batches: Any) -> None:
         return
 
 
-def _measure(spec: Config, conn: Any, batches: Any, dataset: Any, threads: int) -> None:
+def _measure(job: RunJob, conn: Any, batches: Any, dataset: Any, threads: int) -> None:
     """The measuring process: one job on the holder's dataset, its result down the pipe, then exit."""
-    code = 0
+    spec, code = job.spec, 0
     try:
         import multiprocessing
 
@@ -128,7 +128,20 @@ def _measure(spec: Config, conn: Any, batches: Any, dataset: Any, threads: int) 
         multiprocessing.set_start_method(worker_start_method(), force=True)
         holder = psutil.Process(os.getppid())
         forked_from = (holder.pid, holder.ppid())  # the holder, and the forkserver it came from
-        measured = measure_on_node(spec, on_batch=heartbeat(batches, conn), dataset=dataset, forked_from=forked_from)
+        beat = heartbeat(batches, conn)
+        phase = lambda started: conn.send(Profiling(started))  # noqa: E731 - the pass sends no batches
+        if job.profile_only:
+            from loaderexp.execute.profiling import profile_for
+
+            phase(True)
+            measured = profile_for(spec, dataset)
+        elif job.paired:
+            from loaderexp.execute.paired import compare
+
+            measured = compare([spec, *job.paired], job.paired_s, on_batch=beat, dataset=dataset)
+        else:
+            measured = measure_on_node(spec, on_batch=beat, dataset=dataset, forked_from=forked_from,
+                                       profile=job.profile, on_profile=phase)
         conn.send(Done(measured))
     except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data
         code = 1

@@ -175,7 +175,7 @@ def measure(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[
     consumer = Consumer(to_device, build_step(spec.step, target), prefetch=spec.device.prefetch)
     # Nothing to copy, pin-check or compute: leave the per-batch hook out of the hot loop.
     idle = consumer.step is None and target.type == "cpu" and not torch.cuda.is_available()
-    per_epoch = _length(loader)
+    per_epoch = length_of(loader)
     budget, plan = budget_from(spec.bench, loader_spec, per_epoch), repeat_plan(spec.bench)
     warnings += idle_workers_warning(loader_spec, per_epoch)
     total = planned_batches(budget, plan.fewest, per_epoch)
@@ -218,7 +218,7 @@ def measured_loader(spec: Config, dataset: Any, sampler: Optional[Any] = None,
         sampler = sampler if sampler is not None else torch.utils.data.SequentialSampler(dataset)
     loader, recorder = stack.build(dataset, sampler, iterable)
     loader_spec = spec.loader
-    delivery = DeliveryTracker(recorder=recorder, dataset_length=_length(dataset), batch_size=loader_spec.batch_size,
+    delivery = DeliveryTracker(recorder=recorder, dataset_length=length_of(dataset), batch_size=loader_spec.batch_size,
                                drop_last=loader_spec.drop_last, in_order=loader_spec.in_order,
                                num_workers=loader_spec.num_workers,
                                tagged=recorder is not None if stack.tags_batches else None)
@@ -244,8 +244,8 @@ def _facts(stack: LoadingStack, dataset: Any, loader: Any, device: torch.device)
         backend=stack.name,
         device=str(device),
         data_source=getattr(dataset, "data_source", "user"),
-        dataset_length=_length(dataset),
-        batches_per_epoch=_length(loader),
+        dataset_length=length_of(dataset),
+        batches_per_epoch=length_of(loader),
         worker_start_method=start_method,
         dataset_pickle_mb=pickled_mb(dataset, start_method),
         mean_sample_bytes=getattr(dataset, "mean_sample_bytes", None),
@@ -259,13 +259,13 @@ def _epoch_samples(delivery: DeliveryTracker, dataset: Any, loader: LoaderConfig
     if loader.batch_size is None:
         return None
     sampler = delivery.recorder.sampler if delivery.recorder is not None else dataset
-    length = _length(sampler)
+    length = length_of(sampler)
     if length is not None and loader.drop_last:
         length = length // loader.batch_size * loader.batch_size
     return length
 
 
-def _length(sized: Any) -> Optional[int]:
+def length_of(sized: Any) -> Optional[int]:
     try:
         return len(sized)
     except TypeError:

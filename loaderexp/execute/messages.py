@@ -1,8 +1,9 @@
 """What travels on the one pipe between the app, the dataset holder and the measuring process.
 
-    app -> holder:                RunJob (measure this spec on the held dataset)
+    app -> holder:                RunJob (measure this spec on the held dataset, or compare specs on it)
     holder -> app:                Started (the measuring process's pid), then Exited once it is gone
-    measuring process -> app:     Planned (the batches it will measure, for the progress bar), then
+    measuring process -> app:     Profiling (the profiling pass starts, and ends: no batches meanwhile),
+                                  Planned (the batches it will measure, for the progress bar), then
                                   Done (the measurement) or Failed (what went wrong)
     holder -> app:                Failed, when it could not build the dataset (it has ended then)
 
@@ -16,6 +17,10 @@ from typing import Any, NamedTuple, Optional
 
 class RunJob(NamedTuple):
     spec: Any  # loaderexp.config.schema.Config
+    profile: bool = False  # profile the stages first (the sweep has no profile of this dataset yet)
+    paired: tuple = ()  # other specs on the same dataset: compare them with ``spec`` side by side instead
+    paired_s: float = 0.0  # for about this long
+    profile_only: bool = False  # only the profiling pass (bench.predict: the job may not need measuring)
 
 
 class Started(NamedTuple):
@@ -31,8 +36,12 @@ class Planned(NamedTuple):
     total: Optional[int]
 
 
+class Profiling(NamedTuple):
+    started: bool  # True as the profiling pass starts, False once it is done
+
+
 class Done(NamedTuple):
-    measurement: Any  # a Measurement or, with ranks, a NodeMeasurement
+    measurement: Any  # a Measurement or, with ranks, a NodeMeasurement; PairedRates for a comparison
 
 
 class Failed(NamedTuple):

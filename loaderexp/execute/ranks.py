@@ -23,21 +23,37 @@ import os
 import signal
 import threading
 import time
-from typing import Any, NamedTuple, Optional, Union
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 from loaderexp.config.schema import Config, TargetNode
 from loaderexp.execute.job import OnBatch, configured_dataset, measure, measure_job, quiet_torch_warnings
+from loaderexp.execute.profiling import profile_for
 from loaderexp.measure.records import Measurement, NodeMeasurement
 
 LINGER_REPORT_EVERY = 8  # batches between heartbeats while a rank waits for the others
 
 
 def measure_on_node(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[Any] = None,
-                    forked_from: tuple[int, ...] = ()) -> Union[Measurement, NodeMeasurement]:
-    """A job's measurement: in this process, or ``dist.nproc_per_node`` ranks loading at once."""
+                    forked_from: tuple[int, ...] = (), profile: bool = False,
+                    on_profile: Optional[Callable[[bool], None]] = None) -> Union[Measurement, NodeMeasurement]:
+    """A job's measurement: in this process, or ``dist.nproc_per_node`` ranks loading at once; with
+    ``profile``, the stage costs first (:func:`~loaderexp.execute.profiling.profile_for`), between
+    ``on_profile(True)`` and ``on_profile(False)``."""
+    stage_profile = None
+    if profile and spec.bench.profile_s > 0:
+        dataset = configured_dataset(spec) if dataset is None else dataset
+        if on_profile is not None:
+            on_profile(True)
+        with quiet_torch_warnings():
+            stage_profile = profile_for(spec, dataset)
+        if on_profile is not None:
+            on_profile(False)
     if spec.dist.nproc_per_node > 1:
-        return measure_ranks(spec, on_batch)  # each rank builds its own dataset, as under torchrun
-    return measure_job(spec, on_batch, dataset, forked_from)
+        measured = measure_ranks(spec, on_batch)  # each rank builds its own dataset, as under torchrun
+    else:
+        measured = measure_job(spec, on_batch, dataset, forked_from)
+    measured.profile = stage_profile
+    return measured
 
 
 class RankFailed(RuntimeError):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from loaderexp.measure.memory import MemoryRecord, MemorySample
+from loaderexp.measure.stages import StageProfile
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -222,6 +223,7 @@ class Measurement:
     warnings: list[str] = field(default_factory=list)
     memory: Optional[MemoryRecord] = None
     cold: Optional[ColdRecord] = None
+    profile: Optional[StageProfile] = None  # the stage costs (this job's pass, or the sweep's earlier one)
 
     @property
     def throughput(self) -> Spread:
@@ -265,3 +267,14 @@ class NodeMeasurement:
     cores: Optional[list[Optional[list[int]]]]  # each rank's cores with dist.cpu_affinity, else None
     share_problems: list[str]  # the ranks' epoch-0 shares against the dataset
     padding: int  # samples DistributedSampler repeats so every rank gets as many
+    profile: Optional[StageProfile] = None
+
+
+@dataclass
+class PairedRates:
+    """Settings measured side by side (:mod:`.paired`): each one's samples/s, window by window."""
+
+    rates: list[list[float]]
+    window_s: float
+    rounds: int
+    seconds: float = 0.0  # what comparing them took

@@ -7,6 +7,8 @@ import logging
 from pathlib import Path
 from typing import Optional, Sequence
 
+from loaderexp.report.configurations import as_configurations
+from loaderexp.report.confirm import Confirmation
 from loaderexp.report.load import load_results, results_from_mlflow
 from loaderexp.report.params import X_AXIS, varying_params
 from loaderexp.report.plot import plot_throughput
@@ -14,12 +16,13 @@ from loaderexp.report.table import summary_table
 from loaderexp.result import RunResult
 
 
-def write_report(items: Sequence[tuple[Path, RunResult]], folder: Path, title: str = "") -> tuple[str, Optional[Path]]:
+def write_report(items: Sequence[tuple[Path, RunResult]], folder: Path, title: str = "",
+                 confirmation: Optional[Confirmation] = None) -> tuple[str, Optional[Path]]:
     """The table (printed and saved as report.txt) and the plot (throughput.png) in ``folder``."""
-    text = summary_table(items)
+    text = summary_table(items, confirmation)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "report.txt").write_text(text + "\n")
-    results = [r for _, r in items]
+    results = [r for _, r in as_configurations(items)[0]]
     axes = varying_params(results)
     plot = None
     if any(X_AXIS in r.params for r in results if r.status == "FINISHED"):
@@ -41,14 +44,16 @@ def main(argv: Optional[list[str]] = None) -> None:
         except LookupError as error:
             parser.error(str(error))
         out = args.out or Path("outputs") / "reports" / args.sweep
+        confirmation = None
     else:
         folder = Path(args.sweep)
         if not folder.is_dir():
             parser.error(f"sweep={folder}: no such folder")
         items = load_results(folder)
+        confirmation = Confirmation.read(folder)
         out = args.out or folder
     if not items:
         parser.error(f"sweep={args.sweep}: no runs found")
-    text, plot = write_report(items, out)
+    text, plot = write_report(items, out, confirmation=confirmation)
     print(text)
     print(f"\nreport: {out / 'report.txt'}" + (f", plot: {plot}" if plot else ""))

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from loaderexp.result import DATA_ROOT, DATASET_ROOT, NUM_WORKERS, RESUME, RunResult
-
-# Params that identify a run but never explain a speed difference (resume says how a sweep was run).
-IGNORED_PARAMS = ("tracking.", DATA_ROOT, "bench.", DATASET_ROOT, RESUME)
+from loaderexp.result import IGNORED_PARAMS, NUM_WORKERS, RunResult
 X_AXIS = NUM_WORKERS  # what the plot and the recommendation count
 
 

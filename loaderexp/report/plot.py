@@ -9,10 +9,12 @@ from loaderexp.report.hosts import host_type
 from loaderexp.report.params import X_AXIS
 from loaderexp.result import RunResult, param_text
 from loaderexp.result import metrics as M
+from loaderexp.result.ceiling import model_of
 
 
 def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Path, title: str = "") -> Path:
-    """Write a PNG: median throughput per point, the IQR across repeats as error bars."""
+    """Write a PNG: median throughput per point, the IQR across repeats as error bars; with a stage profile,
+    the model's predicted curve (dashed) and this machine's ceiling (dotted)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on servers and CI
@@ -26,15 +28,27 @@ def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Pat
         label = ", ".join(f"{a.split('.')[-1]}={param_text(r.params.get(a))}" for a in others)
         if several_hosts:
             label = f"{host_type(r)}{': ' + label if label else ''}"
-        label = label or "throughput"
+        label = label or "measured"
         series.setdefault(label, []).append(r)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    ceilings: set[tuple[str, float]] = set()
     for label, runs in sorted(series.items()):
         runs = sorted(runs, key=lambda r: r.params[X_AXIS])
         xs = [r.params[X_AXIS] for r in runs]
         ys = [r.metrics[M.THROUGHPUT] for r in runs]
         spread = [r.metrics.get(M.THROUGHPUT_IQR, 0.0) * y / 2 for r, y in zip(runs, ys)]
-        ax.errorbar(xs, ys, yerr=spread, marker="o", capsize=3, label=label)
+        drawn = ax.errorbar(xs, ys, yerr=spread, marker="o", capsize=3, label=label)
+        model = next((m for m in map(model_of, runs) if m is not None), None)
+        if model is not None:  # the model's curve beside the measured points, in the same colour
+            dense = list(range(min(xs), max(xs) + 1))
+            ax.plot(dense, [model.predict(x) for x in dense], linestyle="--", alpha=0.6,
+                    color=drawn.lines[0].get_color(), label=f"{label}: predicted" if len(series) > 1 else "predicted")
+            ceiling = model.ceiling()
+            ceilings.add((ceiling.name, round(ceiling.rate, -1)))
+    for name, rate in sorted(ceilings):
+        ax.axhline(rate, linestyle=":", color="grey", alpha=0.8)
+        ax.annotate(f"ceiling: {name} {rate:,.0f}/s", (ax.get_xlim()[0], rate), textcoords="offset points",
+                    xytext=(4, 4), fontsize="small", color="grey")
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # worker counts are whole numbers
@@ -43,7 +57,7 @@ def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Pat
     ax.set_title(title or "DataLoader throughput")
     ax.grid(True, alpha=0.3)
     ax.set_ylim(bottom=0)
-    if len(series) > 1:
+    if len(series) > 1 or ceilings:
         ax.legend(fontsize="small")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

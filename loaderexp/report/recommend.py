@@ -20,6 +20,7 @@ class Recommendation:
 
 RANKS_KEY = RANKS
 NOISE_ALLOWANCE_CAP = 3  # a measured spread widens the tolerance to at most 3x itself
+ABOVE_CEILING = 0.10  # a pick this far above the modelled ceiling: the model, not the run, is off
 
 
 def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional[Recommendation]:
@@ -57,7 +58,22 @@ def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional
         text += (f" (From the cold-cache figures: the dataset's {chosen.metrics.get(M.FILE_MB, 0):,.0f} MB of files "
                  f"do not fit in the {chosen.metrics.get(M.AVAILABLE, 0):,.0f} MB available, so every epoch reads "
                  "them from storage.)")
-    return Recommendation(chosen, best, within_noise, text + _bound_text(chosen, best, finished, gap(chosen)))
+    text += _bound_text(chosen, best, finished, gap(chosen)) + _ceiling_text(chosen)
+    return Recommendation(chosen, best, within_noise, text)
+
+
+def _ceiling_text(chosen: RunResult) -> str:
+    """How far the pick is from this machine's ceiling, what binds it and what would lift it."""
+    fraction, binding = chosen.metrics.get(M.CEILING_FRACTION), chosen.info.get("ceiling_binding")
+    if fraction is None or not binding:
+        return ""
+    ceiling = chosen.metrics[M.CEILING]
+    if fraction > 1 + ABOVE_CEILING:  # a model that underestimates says so rather than claim the impossible
+        return (f" It runs above the model's ceiling for this machine ({ceiling:,.0f} samples/s, {binding}): the model "
+                "underestimates here (its profile may have met a slower moment of this host); see where it disagrees "
+                "below.")
+    return (f" It runs at {100 * fraction:.0f}% of this machine's ceiling ({ceiling:,.0f} samples/s, {binding} "
+            f"binds; what would lift it: {chosen.info.get('ceiling_lift', '')}).")
 
 
 def _text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult], rate, gap: float, noise: float,

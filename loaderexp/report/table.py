@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from loaderexp.report.ceiling import ceiling_sections
+from loaderexp.report.configurations import as_configurations
+from loaderexp.report.confirm import Confirmation
 from loaderexp.report.hosts import by_host_type, overlaps
 from loaderexp.report.params import short_key, varying_params
 from loaderexp.report.recommend import RANKS_KEY, recommend
-from loaderexp.result import NUM_WORKERS, RunResult, param_text
+from loaderexp.result import NUM_WORKERS, PREDICTED, RunResult, param_text
 from loaderexp.result import metrics as M
+
+
+CONFIRM_TOLERANCE = 0.05  # the recommendation's
 
 
 def _fmt(value: Optional[float], digits: int = 1) -> str:
@@ -29,11 +36,12 @@ def baseline(results: Sequence[RunResult]) -> Optional[RunResult]:
     return sorted(pool, key=key)[0]
 
 
-def summary_table(items: Sequence[tuple[Path, RunResult]]) -> str:
-    """One table and recommendation, or one per node type when the sweep ran on several."""
+def summary_table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confirmation] = None) -> str:
+    """One table and recommendation, or one per node type when the sweep ran on several; with the pick's
+    confirmation side by side when there is one."""
     groups = by_host_type(items)
     if len(groups) == 1:
-        text = _table(items)
+        text = _table(items, confirmation)
     else:
         text = "\n\n".join(f"== {kind}: {len(group)} runs on {_hostnames(group)}\n{_table(group)}"
                              for kind, group in groups.items())
@@ -53,33 +61,86 @@ def _hostnames(group: Sequence[tuple[Path, RunResult]]) -> str:
     return ", ".join(sorted({str(r.host.get("hostname")) for _, r in group}))
 
 
-def _table(items: Sequence[tuple[Path, RunResult]]) -> str:
+def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confirmation] = None) -> str:
+    items, merged = as_configurations(items)
     results = [r for _, r in items]
     axes = varying_params(results) or [NUM_WORKERS]
-    # Speed-up against the baseline with as many ranks: the rank count is the machine's, not a knob.
+    # The ranks per node are the machine's (its GPUs), not a knob: one recommendation per count.
     ranks = sorted(set(map(_ranks, results)))
+    recs = {count: recommend([r for r in results if _ranks(r) == count]) for count in ranks}
+    # Speed-up against the baseline with as many ranks.
     base_rates = {count: _rate(baseline([r for r in results if _ranks(r) == count])) for count in ranks}
-    stepped = any(r.info.get("bound", "").endswith("-bound") for r in results)  # a training step ran
-    ranked = any(r.metrics.get(M.RANK_COUNT, 1) > 1 for r in results)  # several ranks loaded at once
-    cold = any(M.COLD in r.metrics for r in results)  # bench.cache=cold|both
-    header = [*(short_key(a) for a in axes), "status", "samples/s", *(["slowest"] if ranked else []), "±IQR%", "MB/s",
-              *(["cold/s", "cold MB/s"] if cold else []), "1st batch s", "epoch s", "wait p50/p95 ms",
-              "speed-up", "stall%", *(["bound"] if stepped else []), "h2d GB/s", "PSS MB", "delivery"]
-    rows = [header] + [_row(r, axes, base_rates[_ranks(r)], stepped, ranked, cold) for _, r in items]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    kinds = Columns(stepped=any(r.info.get("bound", "").endswith("-bound") for r in results),  # a step ran
+                    ranked=any(r.metrics.get(M.RANK_COUNT, 1) > 1 for r in results),  # ranks loaded at once
+                    cold=any(M.COLD in r.metrics for r in results),  # bench.cache=cold|both
+                    ceiling=any(M.CEILING_FRACTION in r.metrics for r in results))
+    rows = [kinds.header(axes)]
+    for _, r in items:
+        rec = recs[_ranks(r)]
+        rows.append(_row(r, axes, base_rates[_ranks(r)], kinds, rec.result if rec else None))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    notes = _notes(items, ranked)
-    # The ranks per node are the machine's (its GPUs), not a knob: one recommendation per count.
-    for count in ranks:
-        rec = recommend([r for r in results if _ranks(r) == count])
-        if rec is not None:
-            notes.append(rec.text)
+    notes = [*merged, *_notes(items, kinds.ranked), *noise_advice(results)]
+    for count, rec in recs.items():
+        if rec is None:
+            continue
+        notes.append(rec.text)
+        if confirmation is not None and count == 1:
+            notes.append(confirmation.text(axes, CONFIRM_TOLERANCE))
+        notes += ["", *ceiling_sections([r for r in results if _ranks(r) == count], rec.result)]
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
-def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], stepped: bool, ranked: bool,
-         cold: bool = False) -> list[str]:
+@dataclass(frozen=True)
+class Columns:
+    """The table's optional columns, by what the sweep measured."""
+
+    stepped: bool
+    ranked: bool
+    cold: bool
+    ceiling: bool
+
+    def header(self, axes: Sequence[str]) -> list[str]:
+        return [*(short_key(a) for a in axes), "status", "samples/s", *(["slowest"] if self.ranked else []), "vs pick",
+                "±IQR%", "MB/s", *(["cold/s", "cold MB/s"] if self.cold else []), "1st batch s", "epoch s",
+                "wait p50/p95 ms", "speed-up", *(["ceil%"] if self.ceiling else []), "stall%",
+                *(["bound"] if self.stepped else []), "h2d GB/s", "PSS MB", "delivery"]
+
+
+def versus(r: RunResult, pick: Optional[RunResult]) -> str:
+    """The run's rate against the pick's; ≈ when the gap is inside either run's measured spread."""
+    if pick is None or r is pick or M.THROUGHPUT not in r.metrics or M.THROUGHPUT not in pick.metrics:
+        return "pick" if r is pick else "-"
+    gap = r.metrics[M.THROUGHPUT] / pick.metrics[M.THROUGHPUT] - 1
+    noise = max(r.metrics.get(M.THROUGHPUT_IQR, 0.0), pick.metrics.get(M.THROUGHPUT_IQR, 0.0))
+    return f"{100 * gap:+.1f}%" + ("≈" if abs(gap) <= noise else "")
+
+
+NOISY_SHARE = 0.5  # this share of the runs noisy: the sweep says what to do rather than rank noise
+
+
+def noise_advice(results: Sequence[RunResult]) -> list[str]:
+    finished = [r for r in results if r.status == "FINISHED"]
+    noisy = [r for r in finished if r.metrics.get(M.NOISY)]
+    notes = []
+    if any(r.metrics.get(M.THROUGHPUT) for r in finished):
+        notes.append("vs pick: each run's rate against the recommended run's; ≈: the gap is inside the runs' measured "
+                     "spread, not a measured difference")
+    if len(noisy) >= 2 and len(noisy) >= NOISY_SHARE * len(finished):
+        worst = max(r.metrics.get(M.THROUGHPUT_IQR, 0.0) for r in noisy)
+        notes.append(f"{len(noisy)} of {len(finished)} runs are noisy (IQR up to {100 * worst:.0f}%): this host's speed "
+                     "changed while they ran, and runs measured one after another rank that change as well as the "
+                     "settings. Tell them apart with longer windows and more of them (bench.min_window_s=2 "
+                     "bench.max_repeats=12), on a quiet host (nothing else running; bench.shared_host_ok=false); the "
+                     "side-by-side confirmation (bench.confirm_s) compares the pick with its rivals in interleaved "
+                     "windows, which this drift does not move")
+    return notes
+
+
+def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], kinds: Columns,
+         pick: Optional[RunResult]) -> list[str]:
+    stepped, ranked, cold, ceiling = kinds.stepped, kinds.ranked, kinds.cold, kinds.ceiling
     m = r.metrics
     rate = m.get(M.THROUGHPUT)
     epoch = m.get(M.EPOCH, m.get(M.EPOCH_ESTIMATE))
@@ -87,8 +148,9 @@ def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], stepped:
     return [
         *(param_text(r.params.get(a)) for a in axes),
         ("PRUNED" if m.get(M.PRUNED) else r.status) + ("*" if m.get(M.NOISY) else ""),
-        _fmt(rate, 0),
+        f"({m[M.PREDICTED]:,.0f})" if r.status == PREDICTED and M.PREDICTED in m else _fmt(rate, 0),
         *([_fmt(m.get(M.SLOWEST_RANK, rate), 0)] if ranked else []),
+        versus(r, pick),
         _fmt(100 * m[M.THROUGHPUT_IQR], 1) if m.get(M.REPEATS, 0) >= 2 else "-",
         _fmt(m.get(M.MEGABYTES), 1),
         *([_fmt(m.get(M.COLD), 0), _fmt(m.get(M.COLD_READ), 1)] if cold else []),
@@ -96,6 +158,7 @@ def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], stepped:
         epoch_text,
         f"{_fmt(m.get(M.WAIT_P50), 2)}/{_fmt(m.get(M.WAIT_P95), 2)}",
         f"{rate / base_rate:.2f}x" if rate and base_rate else "-",
+        *([_fmt(100 * m[M.CEILING_FRACTION], 0) if M.CEILING_FRACTION in m else "-"] if ceiling else []),
         _fmt(100 * m[M.STALL], 0) if M.STALL in m else "-",
         *([r.info.get("bound", "-").replace("-bound", "")] if stepped else []),
         _fmt(m.get(M.H2D_GBPS), 2) if m.get(M.H2D_MEASURED) else "n/m",
@@ -118,10 +181,15 @@ def _notes(items: Sequence[tuple[Path, RunResult]], ranked: bool) -> list[str]:
     if any(M.COLD in r.metrics for r in results):
         notes.append("cold/s: the first epoch with the dataset's files evicted from the page cache, timed whole; "
                      "cold MB/s: the files read per second in it" + _storage_note(results))
+    if any(M.CEILING_FRACTION in r.metrics for r in results):
+        notes.append("ceil%: throughput against this machine's ceiling for the pipeline (the model's, below)")
     if results and not any(r.metrics.get(M.H2D_MEASURED) for r in results):
         notes.append("n/m: " + str(results[0].info.get("h2d", "host-to-device copy not measured")))
+    if any(r.status == PREDICTED for r in results):
+        notes.append("PREDICTED: bench.predict took the model's figure (in parentheses) instead of measuring: the "
+                     "measured runs around the predicted knee agree with the model within 10%")
     for folder, r in items:
-        if r.status != "FINISHED":
+        if r.status not in ("FINISHED", PREDICTED):
             notes.append(f"{folder.name}: {r.status}: {(r.error or '').splitlines()[0] if r.error else ''}")
     if ranked:
         notes.append("slowest: the slowest rank's samples/s (a synchronous step waits for it); samples/s is all "

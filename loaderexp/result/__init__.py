@@ -21,10 +21,16 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from loaderexp.result.host import cpu_model, machine_facts, usable_cpus
 
 RESULT_FILE = "result.json"
+PREDICTED = "PREDICTED"  # a job's status when bench.predict took the model's figure instead of measuring it
 
 # The params (flattened settings) that the report, the tracker and the search read back from a
 # result: spelled here once, each a real schema path (tests/test_layout.py checks).
 NUM_WORKERS = "loader.num_workers"
+BATCH_SIZE = "loader.batch_size"
+PIN_MEMORY = "loader.pin_memory"
+BACKEND = "backend.name"
+NON_BLOCKING = "device.non_blocking"
+DEVICE_PREFETCH = "device.prefetch"
 RANKS = "dist.nproc_per_node"
 STOP_BELOW = "bench.stop_below"
 TRACKING_URI = "tracking.uri"
@@ -34,11 +40,13 @@ DATASET_ROOT = "dataset.root"
 DATASET_TARGET = "dataset._target_"
 DATA_ROOT = "data_root"
 RESUME = "resume"
+# Params that identify a run but never explain a speed difference (resume says how a sweep was run).
+IGNORED_PARAMS = ("tracking.", DATA_ROOT, "bench.", DATASET_ROOT, RESUME)
 
 
 @dataclass
 class RunResult:
-    status: str  # "FINISHED" | "FAILED" | "KILLED"
+    status: str  # "FINISHED" | "FAILED" | "KILLED" | "PREDICTED" (bench.predict: not measured)
     params: dict[str, Any]  # resolved, flattened config: "loader.num_workers" -> 4
     metrics: dict[str, float] = field(default_factory=dict)  # unit-bearing names (result.metrics)
     info: dict[str, Any] = field(default_factory=dict)  # non-numeric facts: data source, bound, h2d reason
@@ -48,6 +56,7 @@ class RunResult:
     config_hash: str = ""
     run_id: Optional[str] = None  # MLflow run id once created
     logged: bool = False  # everything reached MLflow (else `python -m loaderexp.sync` imports it)
+    profile: Optional[dict[str, Any]] = None  # the stage costs the ceiling is modelled from (measure.stages)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True, default=str)

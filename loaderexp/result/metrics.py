@@ -118,6 +118,11 @@ GPU_UTIL = metric("gpu_util_percent_mean", "%", SLOWEST, "NVML utilisation of th
 GPU_MEMORY = metric("gpu_memory_used_peak_mb", "MB", SLOWEST, "NVML memory in use on the run's GPU, peak")
 CUDA_ALLOCATED = metric("cuda_allocated_peak_mb", "MB", SLOWEST, "torch's caching allocator, peak")
 DELIVERY = metric("delivery_ok", "flag", WORST, "1: every promised sample arrived exactly once")
+# The ceiling model (loaderexp.model), from the sweep's stage profile.
+CEILING = metric("ceiling_samples_per_s", "samples/s", Combine.NONE, "this machine's lowest limit for the pipeline")
+CEILING_FRACTION = metric("ceiling_fraction", "ratio", Combine.NONE, "throughput / the ceiling")
+PREDICTED = metric("predicted_samples_per_s", "samples/s", Combine.NONE, "the model's throughput at this setting")
+MODEL_ERROR = metric("model_error_rel", "ratio", Combine.NONE, "predicted / measured - 1")
 # A node's ranks together.
 SLOWEST_RANK = metric("throughput_slowest_rank_samples_per_s", "samples/s", NODE, "the slowest rank's rate")
 SYNCHRONOUS = metric("throughput_synchronous_samples_per_s", "samples/s", NODE,
@@ -125,6 +130,10 @@ SYNCHRONOUS = metric("throughput_synchronous_samples_per_s", "samples/s", NODE,
 RANK_SPREAD = metric("rank_spread_rel", "ratio", NODE, "(fastest - slowest) / median of the ranks' rates")
 RANK_COUNT = metric("ranks", "ranks", NODE, "ranks that loaded at once")
 # A sweep's parent run.
+STAGE_CPU = metric("stage_cpu_ms_per_sample", "ms", Combine.NONE, "a stage's CPU per sample (stage_cpu_ms_per_sample.<stage>)")
+STAGE_SHARE = metric("stage_cpu_share", "ratio", Combine.NONE, "a stage's share of a sample's CPU (.<stage>)")
+CONFIRMED_DIFF = metric("confirmed_diff_rel", "ratio", Combine.NONE,
+                        "paired interleaved windows: the pick's rival against the pick, mean (.<rival>)")
 JOBS_RECORDED = metric("jobs_recorded", "jobs", Combine.NONE, "results in the sweep folder at its end")
 SWEEP_SECONDS = metric("sweep_seconds", S, Combine.NONE, "the sweep's wall time")
 

@@ -3,9 +3,9 @@
 Each trial is a job like a grid's (its own run under the sweep's MLflow parent, its own folder),
 launched through whatever launcher the sweep uses.  What the search adds:
 
-- A model-guided sampler (TPE by default) over the declared space, seeded with worker counts
-  around the CPU count (0, half, all): num_workers responds smoothly and the plateau starts near
-  the cores.
+- A model-guided sampler (TPE by default) over the declared space, seeded with the worker count of
+  the CPUs (its trial profiles the stages) and then the knee the ceiling model predicts, with its
+  neighbours (without a profile: 0, half and all of the CPUs, where the plateau usually starts).
 - Pruning: a trial runs with ``bench.stop_below`` = the best rate so far x (1 - prune_margin);
   a run behind that after its first window stops there (it cannot be within the tolerance of the
   best), is recorded as pruned and costs a fraction of a full job.  Only the first window counts:
@@ -40,6 +40,8 @@ from loaderexp.config import ConfigError, composed_spec, plain, validate, withou
 from loaderexp.report import recommend
 from loaderexp.result import RunResult, usable_cpus
 from loaderexp.result import metrics as M
+from loaderexp.model.knee import knee_seeds
+from loaderexp.result.ceiling import model_of
 from loaderexp.search.study import SearchState, distribution, make_sampler
 from loaderexp.search.space import WORKERS, FloatDimension, IntDimension, Space, SpaceError, checked_space
 
@@ -80,7 +82,9 @@ class Search:
         spec = composed_spec(cfg)
         validate(spec, cuda_available=True, cpus=usable_cpus(), targets=False)  # CUDA: the job knows and says
         loader, _ = without_inapplicable(spec.loader)
-        spec = dataclasses.replace(spec, loader=loader, bench=dataclasses.replace(spec.bench, stop_below=None))
+        # How the search runs (its floor, a resumed study) is not what a trial measures.
+        spec = dataclasses.replace(spec, loader=loader, resume=False,
+                                   bench=dataclasses.replace(spec.bench, stop_below=None))
         return json.dumps(plain(spec), sort_keys=True, default=str)
 
     # -- the loop ----------------------------------------------------------------------------------
@@ -112,7 +116,10 @@ class Search:
         distributions = {key: distribution(dim) for key, dim in space.dimensions.items()}
         idle = 0  # suggestions in a row that launched nothing
         stalled = 0  # trials in a row that changed neither the best nor the pick
+        knee_seeded = not self._profiled()
         while state.launched < self.max_trials:
+            if not knee_seeded and state.results:
+                knee_seeded = self._seed_knee(study, space, state)
             if stalled >= self.patience:
                 probe = self._local_probe(state.results, space, state.measured)
                 if probe is None:
@@ -237,13 +244,31 @@ class Search:
         fewer = here[WORKERS] - dimension.step
         return {**here, WORKERS: fewer} if fewer >= dimension.low else None
 
+    def _profiled(self) -> bool:
+        return composed_spec(self.config).bench.profile_s > 0
+
+    def _seed_knee(self, study: Any, space: Space, state: SearchState) -> bool:
+        """Once a trial has profiled the stages: the predicted knee and its neighbours next, the knee first."""
+        dimension = space.dimensions.get(WORKERS)
+        model = next((m for m in map(model_of, state.results) if m is not None), None)
+        if not isinstance(dimension, IntDimension) or model is None:
+            return model is not None or not isinstance(dimension, IntDimension)
+        done = {r.params.get(WORKERS) for r in state.results}
+        seeds = [w for w in knee_seeds(model, list(dimension.values), self.tolerance) if w not in done]
+        log.info("search: the stage profile predicts the knee at num_workers=%s; trying %s next",
+                 knee_seeds(model, list(dimension.values), self.tolerance)[:1], seeds)
+        for workers in seeds:
+            study.enqueue_trial({WORKERS: workers})
+        return True
+
     def _seeds(self, space: Space) -> list[dict[str, Any]]:
-        """num_workers at 0, half and all of the usable CPUs (within the space): the curve's landmarks."""
+        """With a profiling pass: all the usable CPUs first (that trial profiles the stages, and the knee it
+        predicts comes next); without: num_workers at 0, half and all of them, the curve's landmarks."""
         dimension = space.dimensions.get(WORKERS)
         if not isinstance(dimension, IntDimension):
             return []
         cpus = usable_cpus()
-        wanted = (cpus, max(cpus // 2, 1), dimension.low)
+        wanted = (cpus,) if self._profiled() else (cpus, max(cpus // 2, 1), dimension.low)
         values = dimension.values
         picks = dict.fromkeys(min(values, key=lambda v: abs(v - w)) for w in wanted)
         return [{WORKERS: v} for v in picks]

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from loaderexp.config import ConfigError, check_tracking, composed_spec
 from loaderexp.config.schema import TrackingConfig
 from loaderexp.result import metrics as M
-from loaderexp.result import redact_uri, uri_secrets
+from loaderexp.result import PREDICTED, redact_uri, uri_secrets
 from loaderexp.track.launchers import check_launcher
 
 log = logging.getLogger("loaderexp")
@@ -41,6 +41,8 @@ class SweepState:
     tracker: Any = None
     sweep_dir: Optional[Path] = None
     started: float = 0.0
+    confirm_s: float = 0.0  # bench.confirm_s: the pick against its rivals side by side at the end
+    jobs: Optional[list] = None  # each job's overrides, a grid's (bench.predict plans over them)
 
 
 STATE = SweepState()
@@ -53,19 +55,19 @@ def sweep_overrides(config: DictConfig) -> list[str]:
     return [f"{key}={value}" for key, value in params.items()] + list(config.hydra.overrides.task)
 
 
-def grid(config: DictConfig) -> tuple[int, tuple[str, ...]]:
-    """The number of jobs, counted as BasicSweeper will (a search: at most its max_trials), and the
-    keys that are swept."""
+def grid(config: DictConfig) -> tuple[int, tuple[str, ...], list[list[str]]]:
+    """The number of jobs, counted as BasicSweeper will (a search: at most its max_trials), the keys that
+    are swept, and each job's overrides (a grid's: what ``bench.predict`` plans over)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     if is_search(config):  # its space is checked here, before the sweep's parent run exists
         from loaderexp.search.space import checked_space
 
-        return int(config.hydra.sweeper.max_trials), checked_space(sweep_overrides(config), config).keys
+        return int(config.hydra.sweeper.max_trials), checked_space(sweep_overrides(config), config).keys, []
     parsed = OverridesParser.create().parse_overrides(sweep_overrides(config))
-    batches = BasicSweeper.split_arguments(parsed, None)
+    jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
     swept = tuple(dict.fromkeys(o.get_key_element() for o in parsed if o.is_sweep_override()))
-    return sum(len(batch) for batch in batches), swept
+    return len(jobs), swept, jobs
 
 
 def is_search(config: DictConfig) -> bool:
@@ -136,9 +138,9 @@ class SweepCallback(Callback):
         except ConfigError as error:
             print(f"loaderexp: error: {error}; the sweep did not start", file=sys.stderr)
             raise SystemExit(2) from error
-        total, swept = grid(config)
+        total, swept, jobs = grid(config)
         STATE = SweepState(total=total, swept_keys=swept, sweep_dir=Path(config.hydra.sweep.dir), started=time.time(),
-                           search=is_search(config))
+                           search=is_search(config), confirm_s=spec.bench.confirm_s, jobs=jobs)
         grid_text = " ".join(sweep_overrides(config))
         log.info("%s: %s", f"search of at most {total} trials" if STATE.search else f"sweep of {total} jobs",
                  grid_text or "(defaults)")
@@ -195,7 +197,7 @@ def _write_record(tracking: TrackingConfig) -> None:
     STATE.sweep_dir.mkdir(parents=True, exist_ok=True)
     (STATE.sweep_dir / SWEEP_RECORD).write_text(json.dumps({
         "uri": tracking.uri, "experiment": tracking.experiment, "parent_run_id": STATE.parent_run_id,
-        "total": STATE.total, "swept_keys": list(STATE.swept_keys)}, indent=2))
+        "total": STATE.total, "swept_keys": list(STATE.swept_keys), "jobs": STATE.jobs or []}, indent=2))
 
 
 def finish_sweep(status: str) -> None:
@@ -206,10 +208,11 @@ def finish_sweep(status: str) -> None:
     from loaderexp.report import load_results, write_report
 
     items = load_results(STATE.sweep_dir)
+    confirmation = _confirmed(items) if status == "FINISHED" else None
     elapsed = time.time() - STATE.started
     artifacts: list[Path] = []
     try:
-        text, plot = write_report(items, STATE.sweep_dir, title=f"{STATE.sweep_dir}")
+        text, plot = write_report(items, STATE.sweep_dir, title=f"{STATE.sweep_dir}", confirmation=confirmation)
         artifacts += [plot] if plot is not None else []
     except OSError as error:
         from loaderexp.report import summary_table
@@ -223,8 +226,26 @@ def finish_sweep(status: str) -> None:
         artifacts.insert(0, STATE.sweep_dir / "summary.txt")
     except OSError as error:
         log.error("could not write %s: %s", STATE.sweep_dir / "summary.txt", error)
-    _close_parent(status, artifacts, len(items), elapsed)
+    _close_parent(status, artifacts, items, elapsed)
     STATE.sweep_dir = None
+
+
+def _confirmed(items: list) -> Any:
+    """The pick confirmed side by side, kept in the sweep folder (confirmation.json); None when there is none."""
+    from loaderexp.report.confirm import CONFIRMATION_FILE
+    from loaderexp.track.confirm import confirm_pick
+
+    try:
+        confirmation = confirm_pick(items, STATE.confirm_s)
+    except Exception as error:  # noqa: BLE001 - the sweep's own answer stands
+        log.error("could not confirm the pick side by side: %s: %s", type(error).__name__, error)
+        return None
+    if confirmation is not None:
+        try:
+            (STATE.sweep_dir / CONFIRMATION_FILE).write_text(json.dumps(confirmation.to_dict(), indent=2, default=str))
+        except OSError as error:
+            log.error("could not write %s: %s", CONFIRMATION_FILE, error)
+    return confirmation
 
 
 def _summary(text: str, items: list, elapsed: float) -> str:
@@ -244,21 +265,24 @@ def _summary(text: str, items: list, elapsed: float) -> str:
                 log.error("could not store the sweep's chart view in MLflow: %s", error)
         if not STATE.tracker.uri.startswith("http"):
             lines.append(f"(start the UI with `mlflow ui --backend-store-uri {shlex.quote(STATE.tracker.uri)}`)")
-        unlogged = [r for _, r in items if not r.logged]
+        unlogged = [r for _, r in items if not r.logged and r.status != PREDICTED]
         if unlogged:
             lines.append(f"{len(unlogged)} result(s) did not reach MLflow; import them with: "
                          f"python -m loaderexp.sync {shlex.quote(str(STATE.sweep_dir))}")
     return "\n".join(line for line in lines if line)
 
 
-def _close_parent(status: str, artifacts: list[Path], recorded: int, elapsed: float) -> None:
+def _close_parent(status: str, artifacts: list[Path], items: list, elapsed: float) -> None:
+    """The parent's artifacts (summary, plot, stage profiles), its figures (each stage's cost among them)."""
     if STATE.tracker is None or STATE.parent_run_id is None:
         return
+    from loaderexp.report import stage_metrics
+
     try:
-        for artifact in artifacts:
+        for artifact in [*artifacts, *sorted((STATE.sweep_dir / "profiles").glob("*.json"))]:
             STATE.tracker.log_file(STATE.parent_run_id, artifact)
-        STATE.tracker.log(STATE.parent_run_id, metrics={M.JOBS_RECORDED: recorded, M.SWEEP_SECONDS: elapsed},
-                          tags={"loaderexp.runs_url": STATE.tracker.runs_url()})
+        metrics = {M.JOBS_RECORDED: len(items), M.SWEEP_SECONDS: elapsed, **stage_metrics([r for _, r in items])}
+        STATE.tracker.log(STATE.parent_run_id, metrics=metrics, tags={"loaderexp.runs_url": STATE.tracker.runs_url()})
         STATE.tracker.end_run(STATE.parent_run_id, status)
     except Exception as error:
         log.error("could not close the sweep's MLflow run: %s", error)

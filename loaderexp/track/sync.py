@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Optional
 
 from loaderexp.report import load_results
-from loaderexp.result import NUM_WORKERS, TRACKING_EXPERIMENT, TRACKING_URI
+from loaderexp.result import NUM_WORKERS, PREDICTED, TRACKING_EXPERIMENT, TRACKING_URI
 from loaderexp.track.tracker import MlflowTracker, close_stale_runs, host_tags, log_result
 
 
 def sync(sweep_dir: Path, uri: Optional[str] = None, experiment: Optional[str] = None) -> int:
     """Log every unlogged result below ``sweep_dir``; returns how many were imported."""
-    pending = [(folder, r) for folder, r in load_results(sweep_dir) if not r.logged and r.status != "RUNNING"]
+    pending = [(folder, r) for folder, r in load_results(sweep_dir) if not r.logged and r.status not in ("RUNNING", PREDICTED)]
     if not pending:
         return 0
     first = pending[0][1].params

@@ -1,0 +1,94 @@
+"""Answer sooner with the model: a num_workers grid cut short (``bench.predict=true``) against the full grid
+and against the naive loop it replaces, side by side on CIFAR-10.
+
+    python benchmarks/predict_vs_grid.py                      # grids 0..3 and 0..16, 2 rounds each
+    python benchmarks/predict_vs_grid.py --grids 0-16 --rounds 1
+
+Each round runs, in an order that alternates round by round: the naive loop (one whole epoch per setting,
+``for batch in loader: pass``, its own script, imports included: benchmarks/adaptive_vs_epochs.py's), the
+full grid (``python -m loaderexp -m loader.num_workers=...``) and the predicted grid (the same with
+``bench.predict=true``: the profile, the knee and its neighbours measured, the rest predicted).  Both sweeps
+run with ``bench.confirm_s=0``: the side-by-side confirmation is a step of its own after the answer (its
+cost is printed by the quickstart's footer).  Time is the sweep's wall time as a user sees it.  Target:
+the predicted grid takes at most a fifth of the naive loop's time and picks what the naive loop's epochs
+pick (by loaderexp's rule: the fewest workers within 5% of the best).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.adaptive_vs_epochs import naive_pick, run_naive  # noqa: E402
+from benchmarks.common import REPO, sweep  # noqa: E402
+from loaderexp.report import recommend  # noqa: E402
+from loaderexp.result import PREDICTED  # noqa: E402
+
+
+def grid_sweep(data_root: Path, workers: list[int], folder: Path, predict: bool) -> tuple[float, int, int]:
+    """(seconds, the pick, jobs measured)."""
+    done = sweep([f"loader.num_workers={','.join(map(str, workers))}", "bench.confirm_s=0",
+                  f"bench.predict={'true' if predict else 'false'}"], folder,
+                 env={"LOADEREXP_DATA_ROOT": str(data_root)})
+    measured = [r for r in done.results if r.status != PREDICTED]
+    return done.seconds, recommend(done.results).result.workers, len(measured)
+
+
+def parse_grid(text: str) -> list[int]:
+    low, _, high = text.partition("-")
+    return list(range(int(low), int(high) + 1))
+
+
+def one_round(data_root: Path, workers: list[int], index: int) -> dict:
+    figures: dict = {}
+    order = ["naive", "grid", "predict"]
+    order = order[index % 3:] + order[: index % 3]
+    with tempfile.TemporaryDirectory() as tmp:
+        for which in order:
+            if which == "naive":
+                figures["naive_s"], rates = run_naive(data_root, workers)
+                figures["naive_pick"] = naive_pick(rates)
+            else:
+                seconds, pick, measured = grid_sweep(data_root, workers, Path(tmp) / which, which == "predict")
+                figures.update({f"{which}_s": seconds, f"{which}_pick": pick, f"{which}_measured": measured})
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--grids", nargs="+", default=["0-3", "0-16"])
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    data_root = Path(os.environ.get("LOADEREXP_DATA_ROOT", REPO / "data")).resolve()
+    subprocess.run([sys.executable, "-c", "import sys; from loaderexp.data.cifar import cifar10; cifar10(root=sys.argv[1])",
+                    str(data_root)], cwd=REPO, check=True)  # generated once, outside every timing
+    print(f"host: {len(os.sched_getaffinity(0))} CPUs; CIFAR-10 (generated copy); {args.rounds} rounds per grid\n")
+    failed = 0
+    for text in args.grids:
+        workers = parse_grid(text)
+        rounds = [one_round(data_root, workers, i) for i in range(args.rounds)]
+        print(f"num_workers {text} ({len(workers)} settings):")
+        print("  round   naive s  grid s  predicted s  predicted/naive  grid/naive  measured jobs  picks naive/grid/predicted")
+        for i, f in enumerate(rounds, 1):
+            print(f"  {i:5d}  {f['naive_s']:8.1f}  {f['grid_s']:6.1f}  {f['predict_s']:11.1f}  "
+                  f"{f['predict_s'] / f['naive_s']:15.2f}  {f['grid_s'] / f['naive_s']:10.2f}  "
+                  f"{f['predict_measured']:6d} of {len(workers):<4d}  {f['naive_pick']}/{f['grid_pick']}/{f['predict_pick']}")
+        ratio = statistics.median(f["predict_s"] / f["naive_s"] for f in rounds)
+        same = all(f["predict_pick"] == f["naive_pick"] for f in rounds)
+        met = ratio <= 0.2 and same
+        failed += not met
+        print(f"  predicted grid / naive loop: median {ratio:.2f}; same pick as the naive loop in "
+              f"{sum(f['predict_pick'] == f['naive_pick'] for f in rounds)} of {len(rounds)} rounds: target (at most "
+              f"0.20, same pick) {'met' if met else 'NOT met'}\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

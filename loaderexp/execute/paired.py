@@ -1,0 +1,61 @@
+"""Settings compared side by side in one measuring process, on one dataset (:mod:`loaderexp.measure.paired`):
+the sweep's confirmation of its pick, and a regression check against a baseline."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from loaderexp.config.schema import Config
+from loaderexp.execute.job import (
+    OnBatch,
+    budget_from,
+    build_step,
+    configured_dataset,
+    length_of,
+    measured_loader,
+    quiet_torch_warnings,
+    resolve_device,
+    seed_everything,
+)
+from loaderexp.measure.paired import Side, interleaved
+from loaderexp.measure.records import PairedRates
+from loaderexp.measure.steps import Consumer
+from loaderexp.measure.transfer import HostToDevice
+
+WINDOW_S = 0.5  # each window; with its start and warm-up a round of two costs about 1.3 s
+ROUND_COST = 0.7  # seconds a window costs, its start and warm-up included (measured: 0.65 s), for planning
+MIN_ROUNDS = 3
+
+
+def side_of(spec: Config, dataset: Any) -> Side:
+    loader, delivery = measured_loader(spec, dataset)
+    target = resolve_device(spec.device.type)
+    step = build_step(spec.step, target)
+    idle = step is None and target.type == "cpu"
+    consumer = None if idle else Consumer(HostToDevice(target, spec.device.non_blocking), step,
+                                          prefetch=spec.device.prefetch)
+    warmup = budget_from(spec.bench, spec.loader, length_of(loader)).warmup_batches
+    return Side(loader, warmup, delivery.payload, consumer)
+
+
+def compare(specs: list[Config], seconds: float, on_batch: Optional[OnBatch] = None,
+            dataset: Optional[Any] = None) -> PairedRates:
+    """``specs`` (one dataset) in interleaved windows for about ``seconds`` in all."""
+    dataset = configured_dataset(specs[0]) if dataset is None else dataset
+    seed_everything(specs[0].bench.seed)
+    rounds = max(MIN_ROUNDS, int(seconds / (ROUND_COST * len(specs))))
+    done = [0]
+
+    def beat() -> None:
+        done[0] += 1
+        if on_batch is not None:
+            on_batch(done[0], None)
+
+    with quiet_torch_warnings():
+        sides = [side_of(spec, dataset) for spec in specs]
+        started = time.perf_counter()
+        paired = interleaved(sides, rounds, WINDOW_S, beat=beat)
+    paired.seconds = time.perf_counter() - started
+    return paired
+

@@ -1,0 +1,111 @@
+"""``bench.predict=true``: a num_workers grid cut short.  Each job of the grid asks, before it measures,
+whether the sweep already knows its answer: the sweep's stage profile predicts the curve, the knee and its
+neighbours are measured, and a job the model has covered (below the knee, or past it once the knee's
+neighbours confirmed the model) takes the model's figure instead, saying so (status PREDICTED).  Any
+measurement the model misses by more than 10% sends every later job back to measuring.
+
+A job needs only its config and its sweep folder: the grid is in the sweep's record (``sweep.json``,
+written by :mod:`loaderexp.track.sweep`), the profile and the measured runs in its folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from loaderexp.config.schema import Config
+from loaderexp.execute.profiling import ProfileStore, profile_key
+from loaderexp.measure.stages import StageProfile
+from loaderexp.model.ceiling import CeilingModel, Machine
+from loaderexp.model.knee import plan
+from loaderexp.result import IGNORED_PARAMS, NUM_WORKERS, PREDICTED, RESULT_FILE, RunResult
+from loaderexp.result import metrics as M
+from loaderexp.result.ceiling import machine_of
+
+SWEEP_RECORD = "sweep.json"
+
+
+def _workers_and_rest(overrides: list[str]) -> tuple[Optional[int], tuple[str, ...]]:
+    workers, rest = None, []
+    for override in overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key == NUM_WORKERS:
+            workers = int(value)
+        else:
+            rest.append(override)
+    return workers, tuple(sorted(rest))
+
+
+def grid_values(sweep_dir: Path, overrides: list[str]) -> list[int]:
+    """The worker counts of the grid's jobs that differ from this one in num_workers only."""
+    try:
+        jobs = json.loads((sweep_dir / SWEEP_RECORD).read_text()).get("jobs") or []
+    except (OSError, ValueError):
+        return []
+    _, mine = _workers_and_rest(overrides)
+    found = [_workers_and_rest(job) for job in jobs]
+    return sorted({w for w, rest in found if w is not None and rest == mine})
+
+
+def _same_but_workers(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    keys = {k for k in (*a, *b) if k != NUM_WORKERS and not k.startswith(IGNORED_PARAMS)}
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def measured_neighbours(sweep_dir: Path, params: dict[str, Any]) -> list[RunResult]:
+    found = []
+    for path in sweep_dir.glob(f"*/{RESULT_FILE}"):
+        try:
+            result = RunResult.read(path)
+        except (OSError, ValueError, TypeError):
+            continue
+        if result.status == "FINISHED" and result.profile and _same_but_workers(result.params, params):
+            found.append(result)
+    return found
+
+
+def _loader_only(spec: Config, result: RunResult) -> bool:
+    """Nothing but the loader counts: no step, no CUDA copy (their times come from a measured run)."""
+    return spec.step._target_ is None and not result.host.get("cuda_available")
+
+
+def _unmeasured_machine(spec: Config, result: RunResult, profile: StageProfile) -> Machine:
+    """The machine as the model sees it before any run of the group was measured."""
+    return Machine(cores=float(result.host.get("cpus_usable") or profile.cores),
+                   batch_size=spec.loader.batch_size or profile.batch_size, ranks=spec.dist.nproc_per_node)
+
+
+def predicted_instead(spec: Config, result: RunResult, sweep_dir: Path, overrides: list[str],
+                      profile_now: Callable[[], Optional[StageProfile]]) -> bool:
+    """Fill ``result`` with the model's figure and return True when this job need not be measured.  Without
+    a profile yet, ``profile_now()`` runs the profiling pass alone (kept for the jobs after)."""
+    workers = spec.loader.num_workers
+    values = grid_values(sweep_dir, overrides)
+    if workers not in values:
+        return False
+    store, key = ProfileStore(sweep_dir), profile_key(spec, result.host)
+    profile = store.get(key)
+    runs = measured_neighbours(sweep_dir, result.params)
+    if profile is None:
+        profile = profile_now() if _loader_only(spec, result) else None
+        if profile is None:
+            return False  # this job measures (and profiles)
+        store.put(key, profile)
+    if not runs and not _loader_only(spec, result):
+        return False
+    machine = machine_of(runs[-1], profile) if runs else _unmeasured_machine(spec, result, profile)
+    model = CeilingModel(profile, machine)
+    measured = {r.workers: r.metrics[M.THROUGHPUT] for r in runs if M.THROUGHPUT in r.metrics}
+    decided = plan(model, values, measured)
+    if decided.measure(workers, measured):
+        return False
+    ceiling = model.ceiling()
+    result.status, result.profile = PREDICTED, profile.to_dict()
+    result.metrics = {M.PREDICTED: round(model.predict(workers), 1), M.CEILING: round(ceiling.rate, 1)}
+    agreed = (f"measured at {', '.join(map(str, sorted(measured)))}, all within 10% of the model" if measured else
+              "none measured yet: the knee and its neighbours will be")
+    result.info["predicted"] = (f"bench.predict: not measured; the model predicts {model.predict(workers):,.0f} "
+                                f"samples/s (knee at num_workers={decided.knee}; {agreed})")
+    return True
+

@@ -1,0 +1,107 @@
+"""The profiling pass, once per sweep for each dataset, transform and batch size: run in a fork of the
+measuring process before its windows (:func:`profile_for`), kept in the sweep folder for the jobs after
+(:class:`ProfileStore`, any launcher: a job needs only its config and its folder).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from loaderexp.config.schema import Config
+from loaderexp.measure.stages import StageProfile
+
+log = logging.getLogger("loaderexp")
+FOLDER = "profiles"
+
+
+def profile_key(spec: Config, host: dict[str, Any]) -> str:
+    """What a profile depends on: the dataset, its transform, the batch and its collate, and the host."""
+    described = {"dataset": spec.dataset.node, "transform": spec.transform.node, "batch_size": spec.loader.batch_size,
+                 "collate_fn": spec.loader.collate_fn, "budget_s": spec.bench.profile_s,
+                 "host": [host.get("hostname"), host.get("cpus_usable"), host.get("cpu_model")]}
+    text = json.dumps(described, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+class ProfileStore:
+    """``<sweep>/profiles/<key>.json``: written whole (a reader never sees half), read leniently (a broken
+    file is profiled again)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder) / FOLDER
+
+    def get(self, key: str) -> Optional[StageProfile]:
+        try:
+            return StageProfile.from_dict(json.loads((self.folder / f"{key}.json").read_text()))
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def put(self, key: str, profile: StageProfile) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = self.folder / f".{key}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(profile.to_dict(), indent=2))
+            tmp.replace(self.folder / f"{key}.json")
+        except OSError as error:  # the next job profiles again; this one has its figures
+            log.warning("could not keep the stage profile in %s: %s", self.folder, error)
+
+
+def profile_for(spec: Config, dataset: Any) -> Optional[StageProfile]:
+    """The stage costs of the spec's dataset, transform and batch (``bench.profile_s``; 0: none), profiled in
+    a forked copy of this process: what the pass reads, caches or draws stays out of the dataset and the
+    memory the measurement then sees."""
+    if spec.bench.profile_s <= 0:
+        return None
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return _profile(spec, dataset)  # no fork here: in this process, its random state restored after
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_profile_child, args=(spec, dataset, sender), name="loaderexp-profile", daemon=False)
+    child.start()
+    sender.close()
+    try:
+        if not receiver.poll(PROFILE_LIMIT_S + 10 * spec.bench.profile_s):
+            log.warning("the profiling pass did not finish in time: no stage profile for this job")
+            return None
+        found = receiver.recv()
+    except EOFError:
+        found = None
+    finally:
+        child.join(5)
+        if child.is_alive():
+            child.kill()
+            child.join(5)
+        receiver.close()
+    if isinstance(found, str):  # the pass failed: the job goes on without a profile, saying why
+        log.warning("the profiling pass failed (%s): no stage profile for this job", found)
+        return None
+    return found
+
+
+PROFILE_LIMIT_S = 60.0
+
+
+def _profile(spec: Config, dataset: Any) -> Optional[StageProfile]:
+    from loaderexp.data.build import callable_at
+    from loaderexp.measure.profile import profile_stages
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return profile_stages(dataset, spec.loader.batch_size, callable_at(spec.loader.collate_fn), cores,
+                          spec.bench.profile_s, spec.bench.seed)
+
+
+def _profile_child(spec: Config, dataset: Any, conn: Any) -> None:
+    try:
+        conn.send(_profile(spec, dataset))
+    except BaseException as error:  # noqa: BLE001 - said by the parent, which measures on without it
+        conn.send(f"{type(error).__name__}: {error}")
+    finally:
+        conn.close()
+        os._exit(0)  # no atexit handlers of the measuring process in its copy

@@ -1,0 +1,276 @@
+"""The profiling pass: each stage of a sample's life timed on its own, in this process, before the measured
+windows (which stay as they are, uninstrumented).
+
+A sample is split where its dataset lets it be split: an ImageFolder's file read and JPEG decode apart, a
+dataset with a ``transform`` attribute into its fetch (the transform set aside) and each operation of the
+transform (each element of a ``Compose``, v1 or v2, by its class name); any other dataset's ``__getitem__``
+is one stage, and the split says so.  Then collate, per batch.  Beside the stages, the loops that are not
+split (:mod:`.profile_loops`): a ``DataLoader(num_workers=0)`` over other samples (what the stages must add
+up to); one worker feeding the main process, for a worker's own cost per sample (its stages, collating into
+shared memory, sending) and the main process's CPU to receive a batch (shared-memory handles, rebuilding the
+tensors: the limit no number of workers lifts); and what the usable cores get done together.
+
+One torch thread throughout, as a DataLoader worker runs; the global random generators are restored after.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import random
+import time
+from typing import Any, Callable, Optional
+
+import torch
+from torch.utils.data import Dataset, IterableDataset
+
+from loaderexp.measure.profile_loops import Clock, single_process, workers_loop
+from loaderexp.measure.stages import Stage, StageProfile
+
+MIN_SAMPLES = 3
+MAX_SAMPLES = 2_000
+
+
+def transform_ops(transform: Optional[Callable]) -> list[tuple[str, Callable]]:
+    """A transform's operations by name: a Compose's elements (a repeated class gets #2, #3), or itself."""
+    if transform is None:
+        return []
+    named, seen = [], {}
+    for op in list(getattr(transform, "transforms", None) or [transform]):
+        inner = getattr(op, "func", op)  # functools.partial
+        name = getattr(inner, "__name__", None) if inspect.isroutine(inner) else type(op).__name__
+        name = name or type(op).__name__
+        seen[name] = seen.get(name, 0) + 1
+        named.append((name if seen[name] == 1 else f"{name}#{seen[name]}", op))
+    return named
+
+
+def _is_image_folder(dataset: Any) -> bool:
+    try:
+        from torchvision.datasets import DatasetFolder
+        from torchvision.datasets.folder import default_loader, pil_loader
+    except ImportError:
+        return False
+    return isinstance(dataset, DatasetFolder) and getattr(dataset, "loader", None) in (default_loader, pil_loader)
+
+
+class Split:
+    """How one sample is fetched in stages: [(stage name, fn(index or previous output) -> output)]."""
+
+    def __init__(self, dataset: Any):
+        self.dataset = dataset
+        self.transform = getattr(dataset, "transform", None)
+        if _is_image_folder(dataset):
+            self.text = "ImageFolder: file read, JPEG decode, then each transform operation"
+            self.fetch = [("read", self._read), ("decode", self._decode)]
+        elif self.transform is not None:
+            self.text = (f"{type(dataset).__name__}: __getitem__ with its transform set aside, then each "
+                         "transform operation")
+            self.fetch = [("fetch", self._untransformed)]
+        else:
+            self.text = (f"{type(dataset).__name__}: its __getitem__ is one stage (it has no transform attribute "
+                         "to split it at)")
+            self.fetch = [("__getitem__", dataset.__getitem__)]
+        self.ops = transform_ops(self.transform) if self.transform is not None else []
+
+    def _read(self, index: int) -> bytes:
+        with open(self.dataset.samples[index][0], "rb") as f:
+            return f.read()
+
+    @staticmethod
+    def _decode(data: bytes) -> Any:
+        from PIL import Image
+
+        return Image.open(io.BytesIO(data)).convert("RGB")
+
+    def _untransformed(self, index: int) -> Any:
+        self.dataset.transform = None
+        try:
+            return self.dataset[index]
+        finally:
+            self.dataset.transform = self.transform
+
+    def finish(self, raw: Any, index: int) -> Any:
+        """The fetched (untransformed) sample as the dataset returns it once transformed."""
+        if _is_image_folder(self.dataset):
+            return raw, self.dataset.samples[index][1]
+        return raw
+
+
+def _apply(op: Callable, sample: Any) -> Any:
+    """A transform applies to the image of an (image, target) pair, as torchvision's datasets apply it."""
+    if isinstance(sample, tuple) and sample:
+        return (op(sample[0]), *sample[1:])
+    return op(sample)
+
+
+def _stage_pass(split: Split, indices: list[int], budget_s: float, keep: int) -> tuple[dict[str, Clock], list[Any], int]:
+    """Each stage timed over chunks of samples (one clock reading per stage and chunk, so the clock's own
+    cost stays out of a cheap stage's figure); the first ``keep`` samples made are kept for collate."""
+    clocks = {name: Clock() for name, _ in split.fetch + split.ops}
+    made: list[Any] = []
+    done, chunk = 0, 1
+    started = time.perf_counter()
+    while done < len(indices):
+        values: list[Any] = indices[done: done + chunk]
+        for name, fn in split.fetch:
+            with clocks[name]:
+                values = [fn(v) for v in values]
+        values = [split.finish(v, i) for v, i in zip(values, indices[done: done + chunk])]
+        for name, op in split.ops:
+            with clocks[name]:
+                values = [_apply(op, v) for v in values]
+        made += values[: max(keep - len(made), 0)]
+        done += len(values)
+        spent = time.perf_counter() - started
+        if done >= MIN_SAMPLES and spent > budget_s:
+            break
+        # Chunks of about a tenth of the budget: the clock is read rarely, and the budget still holds.
+        chunk = max(1, min(256, int(0.1 * budget_s * done / max(spent, 1e-9))))
+    return clocks, made, done
+
+
+def _collate_pass(made: list[Any], batch_size: Optional[int], collate: Callable) -> tuple[Clock, Any, int]:
+    """Collate timed over a few batches of the samples made (the median batch's clock: the first call also
+    pays for warming the allocator)."""
+    size = min(batch_size or 1, len(made))
+    timed, batch = [], None
+    for _ in range(max(3, MIN_SAMPLES * 2 // size)):
+        clock = Clock()
+        with clock:
+            batch = collate(made[:size]) if batch_size is not None else made[0]
+        timed.append(clock)
+    middle = sorted(timed, key=lambda c: c.cpu)[len(timed) // 2]
+    return middle, batch, size
+
+
+def _tensor_bytes(batch: Any) -> int:
+    if isinstance(batch, torch.Tensor):
+        return batch.element_size() * batch.nelement()
+    if isinstance(batch, (list, tuple)):
+        return sum(_tensor_bytes(item) for item in batch)
+    if isinstance(batch, dict):
+        return sum(_tensor_bytes(item) for item in batch.values())
+    return 0
+
+
+def _pin_cost(batch: Any) -> Optional[float]:
+    if not torch.cuda.is_available():
+        return None
+    from torch.utils.data._utils.pin_memory import pin_memory
+
+    started = time.perf_counter()
+    for _ in range(3):
+        pin_memory(batch)
+    return (time.perf_counter() - started) / 3
+
+
+def timed_batch(batch_size: Optional[int], per_sample_s: float, budget_s: float, batches: int = 4) -> Optional[int]:
+    """A batch a worker loop can time ``batches`` of within the budget: the run's own, or a smaller one."""
+    if batch_size is None:
+        return None
+    return max(1, min(batch_size, int(budget_s / (batches * max(per_sample_s, 1e-9)))))
+
+
+def _worker_figures(dataset: Any, checked: list[int], stages: list[Stage], batch_size: Optional[int],
+                    collate_fn: Optional[Callable], budget_s: float) -> tuple[float, float, float, str]:
+    """(worker CPU per sample, worker wall per sample, main CPU per batch, how): one worker over the dataset,
+    in batches small enough for a few to fit the budget."""
+    per_sample = sum(s.wall_s for s in stages)
+    batch = timed_batch(batch_size, per_sample, budget_s)
+    loop = workers_loop(dataset, checked, batch, collate_fn, 1, budget_s)
+    if loop is None:
+        return (sum(s.cpu_s for s in stages), per_sample, 0.0, "the stages alone (no batch came from a worker)")
+    basis = f"one worker over the dataset, {loop.batches} batches"
+    if batch != batch_size:
+        basis += (f" of {batch} samples (a batch of {batch_size} takes too long to time within the budget: the "
+                  "main process's cost per batch is taken at that size)")
+    return loop.worker_cpu_s / (batch or 1), loop.wall_s / (batch or 1), loop.main_cpu_s, basis
+
+
+def _all_cores(dataset: Any, checked: list[int], batch_size: Optional[int], collate_fn: Optional[Callable],
+               cores: int, worker_wall_s: float, budget_s: float) -> Optional[float]:
+    """Samples/s with one worker per usable core, when a few rounds of them fit the budget: what the cores
+    really do together (a shared host, hyperthreads, the main process waiting for a core), which the stage
+    costs alone cannot tell."""
+    batch = timed_batch(batch_size, worker_wall_s, budget_s, batches=4)
+    if cores < 2 or len(checked) < 4 * cores * (batch or 1):
+        return None
+    loop = workers_loop(dataset, checked, batch, collate_fn, cores, budget_s)
+    return (batch or 1) / loop.wall_s if loop is not None and loop.wall_s > 0 else None
+
+
+class _Indices(Dataset):
+    """Each sample its own index: a loop over it costs only the DataLoader's own work per sample."""
+
+    def __init__(self, length: int):
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+def _loop_stage(indices: list[int], batch_size: Optional[int], budget_s: float) -> Stage:
+    """The DataLoader's own work per sample (the sampler, a __getitem__ call, batching), which a worker pays
+    too, without the dataset's or collate's."""
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(_Indices(max(indices) + 1), batch_size=batch_size, sampler=indices, num_workers=0,
+                        collate_fn=lambda items: items)
+    clock, samples = Clock(), 0
+    deadline = time.perf_counter() + budget_s
+    with clock:
+        for items in loader:
+            samples += len(items) if batch_size is not None else 1
+            if time.perf_counter() > deadline:
+                break
+    return Stage("DataLoader loop", "loop", clock.cpu / max(samples, 1), clock.wall / max(samples, 1))
+
+
+def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional[Callable], cores: int,
+                   budget_s: float, seed: int = 0) -> Optional[StageProfile]:
+    """Time each stage of ``dataset``'s samples, and the loops around them, within about ``budget_s``; None
+    for an iterable dataset (its samples cannot be fetched one by one)."""
+    if isinstance(dataset, IterableDataset) or budget_s <= 0:
+        return None
+    from torch.utils.data import default_collate
+
+    started = time.perf_counter()
+    states = (random.getstate(), torch.get_rng_state(), torch.get_num_threads())
+    torch.set_num_threads(1)  # as in a DataLoader worker
+    try:
+        order = list(range(len(dataset)))
+        random.Random(seed).shuffle(order)
+        staged, checked = order[:MAX_SAMPLES], order[MAX_SAMPLES:] or order
+        split = Split(dataset)
+        clocks, made, timed = _stage_pass(split, staged, 0.3 * budget_s, keep=max(batch_size or 1, MIN_SAMPLES))
+        collated, batch, collated_samples = _collate_pass(made, batch_size, collate_fn or default_collate)
+        stages = [Stage(name, "fetch" if (name, fn) in split.fetch else "transform", c.cpu / timed, c.wall / timed)
+                  for (name, fn), c in zip(split.fetch + split.ops, clocks.values())]
+        if batch_size is not None:
+            stages.append(Stage("collate", "collate", collated.cpu / collated_samples,
+                                collated.wall / collated_samples))
+        stages.append(_loop_stage(checked, batch_size, 0.03 * budget_s))
+        per_sample = sum(s.wall_s for s in stages)
+        # The stages' check, on one thread as they were timed; then the wall of a loop without workers as
+        # it runs, on the process's own threads (CPU there also counts the threads' spinning).
+        single_cpu = single_process(dataset, checked, batch_size, collate_fn, per_sample, 0.1 * budget_s)[0]
+        torch.set_num_threads(states[2])
+        single_wall = single_process(dataset, checked, batch_size, collate_fn, per_sample, 0.1 * budget_s)[1]
+        torch.set_num_threads(1)
+        worker_cpu, worker_wall, receive, basis = _worker_figures(dataset, checked, stages, batch_size, collate_fn,
+                                                                  0.3 * budget_s)
+        all_cores = _all_cores(dataset, checked, batch_size, collate_fn, cores, worker_wall, 0.2 * budget_s)
+        pin = _pin_cost(batch)
+    finally:
+        random.setstate(states[0])
+        torch.set_rng_state(states[1])
+        torch.set_num_threads(states[2])
+    return StageProfile(split=split.text, stages=stages, samples=timed, batch_size=batch_size or 1,
+                        sample_bytes=_tensor_bytes(batch) / max(min(batch_size or 1, len(made)), 1),
+                        single_cpu_s=single_cpu, single_wall_s=single_wall, worker_cpu_s=worker_cpu,
+                        worker_wall_s=worker_wall, main_cpu_s_per_batch=receive, worker_basis=basis,
+                        all_cores_rate=all_cores, pin_s_per_batch=pin, cores=cores, seconds=time.perf_counter() - started)

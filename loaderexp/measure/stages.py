@@ -1,0 +1,66 @@
+"""Where a sample's time goes: the profiling pass's record, plain data (the model and the report read it
+without torch).
+
+Every figure is per sample, in seconds, measured in one process with one torch thread, as a DataLoader
+worker runs: ``cpu_s`` is the process's CPU time, ``wall_s`` the clock's (a sleep, a disk read or a lock
+shows as wall without CPU).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+@dataclass
+class Stage:
+    name: str  # "read", "decode", "__getitem__", a transform's class name ("RandomCrop"), "collate"
+    kind: str  # "fetch" | "transform" | "collate" | "loop" (the DataLoader's own work per sample)
+    cpu_s: float  # CPU seconds per sample
+    wall_s: float  # wall seconds per sample
+
+
+@dataclass
+class StageProfile:
+    """A short pass over a few samples, once per sweep for each dataset, transform and batch size."""
+
+    split: str  # how the sample's life was split into stages, said in the report
+    stages: list[Stage]
+    samples: int  # samples timed stage by stage
+    batch_size: int  # collate's (1 with batch_size=None: each item is a batch)
+    sample_bytes: float  # one collated sample's tensors
+    single_cpu_s: float  # per sample, a DataLoader(num_workers=0) loop over other samples: what the stages add up to
+    single_wall_s: float
+    worker_cpu_s: float  # per sample in one worker, all in (its stages, collating into shared memory, sending)
+    worker_wall_s: float  # per sample in one worker: one worker's rate is its inverse
+    main_cpu_s_per_batch: float  # the main process's CPU to receive one batch from a worker
+    worker_basis: str  # how the worker's figures were had
+    all_cores_rate: Optional[float] = None  # samples/s with one worker per usable core (None: not timed)
+    pin_s_per_batch: Optional[float] = None  # pinning one batch; None without an accelerator
+    cores: float = 1.0  # usable cores where it ran
+    seconds: float = 0.0  # what the pass cost
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def cpu_s(self) -> float:
+        """A sample's CPU, every stage (in one process)."""
+        return sum(stage.cpu_s for stage in self.stages)
+
+    @property
+    def wall_s(self) -> float:
+        return sum(stage.wall_s for stage in self.stages)
+
+    def sample_cost(self, attribute: str, left_out: frozenset = frozenset()) -> float:
+        """A sample's fetch and transform (collate apart), with the named stages left out."""
+        return sum(getattr(s, attribute) for s in self.stages if s.kind != "collate" and s.name not in left_out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "StageProfile":
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["stages"] = [Stage(**stage) for stage in data.get("stages", [])]
+        return cls(**values)

@@ -1,0 +1,50 @@
+"""The knee of the curve, and the grid cut short at it (``bench.predict``): measure the predicted knee and its
+neighbours, predict the rest, and measure on where a measurement disagrees with the model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from loaderexp.model.ceiling import CeilingModel
+
+AGREE = 0.10  # a measurement this close to the prediction confirms the model
+
+
+@dataclass(frozen=True)
+class Plan:
+    knee: int
+    candidates: tuple[int, ...]  # the knee and its neighbours in the grid: always measured
+    trusted: bool  # every measurement so far agrees with the model
+    disagreeing: tuple[int, ...]  # worker counts whose measurement the model missed
+
+    def measure(self, workers: int, measured: dict[int, float]) -> bool:
+        """Whether a job at ``workers`` is measured (else its figure is the model's)."""
+        if workers in self.candidates or not self.trusted:
+            return True
+        if workers < self.knee:
+            return False  # below the knee: slower by the model, which every measurement so far confirms
+        # Past the knee's neighbour: predicted no faster, once the knee and its neighbours confirmed it.
+        return not all(c in measured for c in self.candidates)
+
+
+def neighbours(values: list[int], value: int) -> tuple[int, ...]:
+    ordered = sorted(set(values))
+    at = ordered.index(value)
+    return tuple(ordered[max(at - 1, 0): at + 2])
+
+
+def plan(model: CeilingModel, values: list[int], measured: dict[int, float], tolerance: float = 0.05,
+         agree: float = AGREE) -> Plan:
+    """What the model says of a num_workers grid, given the rates measured so far (workers -> samples/s)."""
+    knee = model.knee(values, tolerance)
+    off = tuple(w for w, rate in sorted(measured.items()) if rate > 0 and abs(model.predict(w) / rate - 1) > agree)
+    return Plan(knee, neighbours(values, knee), not off, off)
+
+
+def knee_seeds(model: Optional[CeilingModel], values: list[int], tolerance: float = 0.05) -> list[int]:
+    """The worker counts a search tries first: the predicted knee and its neighbours, the knee first."""
+    if model is None or not values:
+        return []
+    knee = model.knee(values, tolerance)
+    return [knee, *(v for v in neighbours(values, knee) if v != knee)]

@@ -1,0 +1,121 @@
+"""The report's "why": where a sample's time goes, this machine's limits and its ceiling, the predicted curve
+beside the measured one (saying where they disagree), and what-ifs, for each stage profile in a sweep."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Optional, Sequence
+
+from loaderexp.model import CeilingModel
+from loaderexp.model.whatif import what_ifs
+from loaderexp.result import NUM_WORKERS, RunResult
+from loaderexp.result import metrics as M
+from loaderexp.result.ceiling import model_of, profile_of
+
+DISAGREE = 0.10  # the model and a measurement further apart than this are said to disagree
+
+
+def by_profile(results: Sequence[RunResult]) -> list[list[RunResult]]:
+    """The finished runs grouped by the stage profile they were modelled from (their dataset, transform, batch)."""
+    groups: dict[str, list[RunResult]] = {}
+    for r in results:
+        if r.status == "FINISHED" and r.profile and not r.metrics.get(M.PRUNED):
+            groups.setdefault(json.dumps(r.profile, sort_keys=True), []).append(r)
+    return list(groups.values())
+
+
+def stage_table(runs: Sequence[RunResult]) -> list[str]:
+    profile = profile_of(runs[0])
+    total = profile.cpu_s or 1e-12
+    lines = [f"Where the time goes ({profile.split}; {profile.samples:,} samples, one process, one thread):",
+             f"  {'stage':<24} {'CPU ms/sample':>13} {'wall ms/sample':>14} {'% of CPU':>8}"]
+    for stage in profile.stages:
+        lines.append(f"  {stage.name:<24} {1000 * stage.cpu_s:>13.4f} {1000 * stage.wall_s:>14.4f} "
+                     f"{100 * stage.cpu_s / total:>7.1f}%")
+    lines.append(f"  {'sum of the stages':<24} {1000 * profile.cpu_s:>13.4f} {1000 * profile.wall_s:>14.4f}")
+    gap = profile.cpu_s / profile.single_cpu_s - 1 if profile.single_cpu_s else 0.0
+    lines.append(f"  a DataLoader(num_workers=0) loop: {1000 * profile.single_cpu_s:.4f} ms CPU per sample (the stages "
+                 f"add up to {100 * (1 + gap):.0f}% of it)")
+    lines.append(f"  in a worker: {1000 * profile.worker_cpu_s:.4f} ms CPU, {1000 * profile.worker_wall_s:.4f} ms wall per "
+                 f"sample ({profile.worker_basis}); the main process receives a batch in "
+                 f"{1000 * profile.main_cpu_s_per_batch:.3f} ms CPU")
+    return lines
+
+
+def limit_lines(model: CeilingModel) -> list[str]:
+    ceiling = model.ceiling()
+    lines = ["This machine's limits (samples/s):"]
+    for limit in model.limits():
+        rate = f"{limit.rate:>12,.0f}" if limit.rate else f"{'-':>12}"
+        mark = "  <- the ceiling" if limit is ceiling or limit == ceiling else ""
+        lines.append(f"  {limit.name:<13}{rate}  {limit.how}{'' if limit.applies else ' (does not apply)'}{mark}")
+    lines.append(f"  {ceiling.name} binds: {ceiling.lift}.")
+    return lines
+
+
+def curve_lines(runs: Sequence[RunResult]) -> list[str]:
+    """Predicted against measured, per run; the disagreements said."""
+    rows, off = [], []
+    for r in sorted(runs, key=lambda r: (r.params.get(NUM_WORKERS) or 0)):
+        model = model_of(r)
+        if model is None:
+            continue
+        workers, rate = r.params.get(NUM_WORKERS) or 0, r.metrics[M.THROUGHPUT]
+        predicted = model.predict(workers)
+        rows.append((workers, rate, predicted))
+        if abs(predicted / rate - 1) > DISAGREE:
+            off.append(f"num_workers={workers} (measured {rate:,.0f}, predicted {predicted:,.0f}, "
+                       f"{100 * (predicted / rate - 1):+.0f}%)")
+    if not rows:
+        return []
+    lines = ["Predicted against measured (samples/s; the prediction is the model's, from the stage costs):",
+             "  " + "  ".join(f"{w:>8}" for w, _, _ in rows) + "  num_workers",
+             "  " + "  ".join(f"{m:>8,.0f}" for _, m, _ in rows) + "  measured",
+             "  " + "  ".join(f"{p:>8,.0f}" for _, _, p in rows) + "  predicted"]
+    if off:
+        lines.append(f"  The model and the measurements disagree by more than {100 * DISAGREE:.0f}% at "
+                     + "; ".join(off) + ": read the prediction there with care.")
+    return lines
+
+
+def what_if_lines(model: CeilingModel, workers: int, values: list[int]) -> list[str]:
+    lines = [f"What if (predicted, not measured; at num_workers={workers}):"]
+    for change in what_ifs(model, workers, values):
+        lines.append(f"  {change.change}: ceiling {change.ceiling_before:,.0f} -> {change.ceiling_after:,.0f} "
+                     f"({100 * change.ceiling_gain:+.0f}%, {change.binding_after} binds); "
+                     f"{change.at_workers_before:,.0f} -> {change.at_workers_after:,.0f} samples/s"
+                     + (f" ({change.note})" if change.note else ""))
+    return lines
+
+
+def ceiling_sections(results: Sequence[RunResult], pick: Optional[RunResult] = None) -> list[str]:
+    """The report's "why" block: one per stage profile."""
+    sections = []
+    for runs in by_profile(results):
+        here = pick if pick is not None and pick in runs else max(runs, key=lambda r: r.metrics[M.THROUGHPUT])
+        model = model_of(here)
+        lines = stage_table(runs)
+        if model is not None:
+            values = sorted({r.params.get(NUM_WORKERS) or 0 for r in runs})
+            lines += limit_lines(model) + curve_lines(runs)
+            lines += what_if_lines(model, here.params.get(NUM_WORKERS) or 0, values)
+        else:
+            lines.append(f"  ({here.info.get('ceiling', 'not modelled')})")
+        sections.append("\n".join(lines))
+    return sections
+
+
+def stage_metrics(results: Sequence[RunResult]) -> dict[str, float]:
+    """Each stage's CPU per sample and share, as the sweep's parent run logs them (a suffix per profile when
+    the sweep has several)."""
+    groups, found = by_profile(results), {}
+    for index, runs in enumerate(groups):
+        profile = profile_of(runs[0])
+        suffix = f".{index}" if len(groups) > 1 else ""
+        total = profile.cpu_s or 1e-12
+        for stage in profile.stages:
+            name = re.sub(r"[^A-Za-z0-9_.\- /]", "_", stage.name)
+            found[f"{M.STAGE_CPU}.{name}{suffix}"] = round(1000 * stage.cpu_s, 5)
+            found[f"{M.STAGE_SHARE}.{name}{suffix}"] = round(stage.cpu_s / total, 4)
+    return found

@@ -1,0 +1,62 @@
+"""Runs as configurations: settings that cannot change anything on the host that measured them (pin_memory
+without an accelerator, non_blocking copies and copy prefetch without CUDA) are left out, and runs that
+differ only in them are repeats of one configuration, their spread the host's noise."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from pathlib import Path
+from typing import Sequence
+
+from loaderexp.report.params import short_key
+from loaderexp.result import DEVICE_PREFETCH, NON_BLOCKING, PIN_MEMORY, RunResult
+from loaderexp.result import metrics as M
+
+WITHOUT_CUDA = (PIN_MEMORY, NON_BLOCKING, DEVICE_PREFETCH)  # no effect where no CUDA device copies
+
+
+def inert_keys(results: Sequence[RunResult]) -> list[str]:
+    """The swept settings that could change nothing on any run's host."""
+    finished = [r for r in results if r.status == "FINISHED"]
+    if not finished or any(r.host.get("cuda_available") for r in finished):
+        return []
+    return [k for k in WITHOUT_CUDA if len({str(r.params.get(k)) for r in finished}) > 1]
+
+
+def _merged(group: list[tuple[Path, RunResult]], inert: list[str]) -> tuple[Path, RunResult]:
+    """One configuration's runs as one: the median run's figures, its rate the runs' median, its spread at
+    least theirs."""
+    ordered = sorted(group, key=lambda item: item[1].metrics.get(M.THROUGHPUT, 0.0))
+    folder, middle = ordered[len(ordered) // 2]
+    params = {k: v for k, v in middle.params.items() if k not in inert}
+    if len(group) == 1 or middle.status != "FINISHED":
+        return folder, dataclasses.replace(middle, params=params)
+    rates = [r.metrics[M.THROUGHPUT] for _, r in group if M.THROUGHPUT in r.metrics]
+    median = statistics.median(rates)
+    spread = (max(rates) - min(rates)) / median if median else 0.0
+    metrics = {**middle.metrics, M.THROUGHPUT: median,
+               M.THROUGHPUT_IQR: max(spread, *(r.metrics.get(M.THROUGHPUT_IQR, 0.0) for _, r in group))}
+    info = {**middle.info, "repeats_of_one_configuration": len(group), "configuration_rates": rates}
+    return folder, dataclasses.replace(middle, params=params, metrics=metrics, info=info)
+
+
+def as_configurations(items: Sequence[tuple[Path, RunResult]]) -> tuple[list[tuple[Path, RunResult]], list[str]]:
+    """(the runs as configurations, a note on what was merged and why)."""
+    inert = inert_keys([r for _, r in items])
+    if not inert:
+        return list(items), []
+    groups: dict[str, list[tuple[Path, RunResult]]] = {}
+    for folder, result in items:
+        key = repr(sorted((k, str(v)) for k, v in result.params.items() if k not in inert)) + result.status
+        groups.setdefault(key, []).append((folder, result))
+    merged = [_merged(group, inert) for group in groups.values()]
+    names = ", ".join(short_key(k) for k in inert)
+    repeated = [r for _, r in merged if r.info.get("repeats_of_one_configuration")]
+    spreads = [r.metrics[M.THROUGHPUT_IQR] for r in repeated]
+    note = (f"{names}: no effect on this host (no CUDA device: nothing is pinned for a copy, or copied), so runs that "
+            f"differ only in {'it' if len(inert) == 1 else 'them'} are repeats of one configuration: "
+            f"{len(items)} runs, {len(merged)} configurations")
+    if spreads:
+        note += f"; the repeats' spread ({100 * min(spreads):.0f}-{100 * max(spreads):.0f}%) is the host's noise"
+    return merged, [note]

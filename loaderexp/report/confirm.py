@@ -1,0 +1,93 @@
+"""The pick confirmed side by side: which runs are its rivals, what the paired windows said of each, and the
+pick that stands (the sweep's rule, on paired differences instead of figures measured minutes apart)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from loaderexp.report.params import short_key
+from loaderexp.result import NUM_WORKERS, RunResult, param_text
+from loaderexp.result.paired import Difference
+
+CONFIRMATION_FILE = "confirmation.json"
+DATASET_PREFIXES = ("dataset.", "transform.", "data_root")
+
+
+def setting_text(params: dict[str, Any], keys: Sequence[str]) -> str:
+    return ", ".join(f"{short_key(k)}={param_text(params.get(k))}" for k in keys) or "the defaults"
+
+
+def same_data(a: RunResult, b: RunResult) -> bool:
+    """Both read the same dataset with the same transform: one dataset holder can serve both."""
+    keys = {k for k in (*a.params, *b.params) if k.startswith(DATASET_PREFIXES)}
+    return all(a.params.get(k) == b.params.get(k) for k in keys)
+
+
+def fastest_rival(pick: RunResult, finished: Sequence[RunResult], best: RunResult) -> Optional[RunResult]:
+    return best if best is not pick and same_data(best, pick) else None
+
+
+def fewer_workers_rival(pick: RunResult, finished: Sequence[RunResult]) -> Optional[RunResult]:
+    """The run with the most workers below the pick's, the same in everything else."""
+    def others(r: RunResult) -> dict[str, Any]:
+        return {k: v for k, v in r.params.items() if k != NUM_WORKERS}
+
+    fewer = [r for r in finished if r.workers < pick.workers and others(r) == others(pick)]
+    return max(fewer, key=lambda r: r.workers, default=None)
+
+
+@dataclass
+class Comparison:
+    base: dict[str, Any]  # the pick's params when compared
+    rival: dict[str, Any]
+    why: str  # "the fastest run", "the next fewer workers"
+    difference: Difference  # the rival against the pick
+    accepted: bool  # the rival became the pick
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base, "rival": self.rival, "why": self.why, "difference": self.difference.to_dict(),
+                "accepted": self.accepted}
+
+
+@dataclass
+class Confirmation:
+    comparisons: list[Comparison] = field(default_factory=list)
+    pick: Optional[dict[str, Any]] = None  # the params of the pick that stands
+    note: str = ""  # why it was not (fully) confirmed
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"comparisons": [c.to_dict() for c in self.comparisons], "pick": self.pick, "note": self.note,
+                "seconds": self.seconds}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Confirmation":
+        comparisons = [Comparison(c["base"], c["rival"], c["why"], Difference(**c["difference"]), c["accepted"])
+                       for c in data.get("comparisons", [])]
+        return cls(comparisons, data.get("pick"), data.get("note", ""), data.get("seconds", 0.0))
+
+    @classmethod
+    def read(cls, folder: Path) -> Optional["Confirmation"]:
+        import json
+
+        try:
+            return cls.from_dict(json.loads((Path(folder) / CONFIRMATION_FILE).read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def text(self, keys: Sequence[str], tolerance: float) -> str:
+        if not self.comparisons:
+            return f"Not confirmed side by side: {self.note}" if self.note else ""
+        lines = [f"Confirmed side by side (interleaved windows on this host, {self.seconds:.0f} s):"]
+        for c in self.comparisons:
+            d = c.difference
+            verdict = ("cannot differ by more than the tolerance" if d.inside(tolerance) else
+                       "faster beyond the tolerance" if d.low > tolerance else
+                       "slower beyond the tolerance" if d.high < -tolerance else
+                       "within the tolerance" if d.mean >= -tolerance else "slower")
+            lines.append(f"  {setting_text(c.rival, keys)} ({c.why}) against {setting_text(c.base, keys)}: "
+                         f"{d.text()}: {verdict}{'; it becomes the pick' if c.accepted else ''}")
+        lines.append(f"Confirmed pick: {setting_text(self.pick or {}, keys)}." + (f" ({self.note})" if self.note else ""))
+        return "\n".join(lines)

@@ -1,0 +1,163 @@
+"""Why it is this fast (issue 26): the stage profile, the ceiling model, its what-ifs, the knee a grid is cut
+short at, and the pick confirmed side by side on a host that drifts."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from loaderexp.measure.stages import Stage, StageProfile
+from loaderexp.model import CeilingModel, Machine
+from loaderexp.model.knee import knee_seeds, plan
+from loaderexp.model.whatif import what_ifs
+from loaderexp.report.configurations import as_configurations
+from loaderexp.result import NUM_WORKERS, PIN_MEMORY, PREDICTED, RunResult
+from loaderexp.result import metrics as M
+from loaderexp.result.paired import independent_difference, paired_difference
+from tests.conftest import REPO, run_cli
+
+
+def profile(**changes) -> StageProfile:
+    """1 ms of CPU a sample in three stages, 0.1 ms more per sample in a worker, batches of 10."""
+    values = dict(split="test", samples=100, batch_size=10, sample_bytes=1000.0, single_cpu_s=0.001,
+                  single_wall_s=0.001, worker_cpu_s=0.0011, worker_wall_s=0.0011, main_cpu_s_per_batch=0.0005,
+                  worker_basis="test", cores=4,
+                  stages=[Stage("fetch", "fetch", 0.0005, 0.0005), Stage("Crop", "transform", 0.0003, 0.0003),
+                          Stage("Normalize", "transform", 0.0002, 0.0002), Stage("collate", "collate", 0.0, 0.0)])
+    values.update(changes)
+    return StageProfile(**values)
+
+
+def test_the_ceiling_is_the_lowest_limit_and_the_curve_rises_to_it():
+    model = CeilingModel(profile(), Machine(cores=4, batch_size=10))
+    limits = {limit.name: limit.rate for limit in model.limits()}
+    assert limits["CPU"] == pytest.approx(4 / (0.0011 + 0.00005))  # cores / (worker + main share) per sample
+    assert limits["main process"] == pytest.approx(10 / 0.0005)
+    assert limits["storage"] is None and limits["device copy"] is None and limits["step"] is None
+    assert model.ceiling().name == "CPU"
+    assert model.predict(0) == pytest.approx(1000)  # one process, 1 ms a sample
+    assert model.predict(2) == pytest.approx(2 / 0.0011)  # two workers, each 1.1 ms a sample
+    assert model.predict(16) == pytest.approx(limits["CPU"])
+    assert model.knee(list(range(9))) == 4  # the fewest within 5% of the best
+
+
+def test_a_main_process_that_pays_per_batch_binds_and_a_step_adds_to_it():
+    slow_main = CeilingModel(profile(main_cpu_s_per_batch=0.005), Machine(cores=16, batch_size=10))
+    assert slow_main.ceiling().name == "main process" and slow_main.predict(64) == pytest.approx(2000)
+    stepped = CeilingModel(profile(), Machine(cores=4, batch_size=10, step_s_per_batch=0.01))
+    assert stepped.ceiling().name == "step" and stepped.predict(8) == pytest.approx(10 / 0.0105)
+
+
+def test_what_ifs_lift_the_cpu_ceiling_by_the_stage_left_out():
+    model = CeilingModel(profile(), Machine(cores=4, batch_size=10))
+    changes = {w.change.split()[0]: w for w in what_ifs(model, 2, list(range(9)))}
+    assert changes["Crop"].ceiling_after == pytest.approx(4 / (0.0008 + 0.00005))
+    assert "twice" in changes and changes["twice"].ceiling_after == pytest.approx(2 * model.ceiling().rate)
+
+
+def test_the_cores_efficiency_measured_with_all_workers_scales_the_cpu_limit():
+    alone = CeilingModel(profile(), Machine(cores=4, batch_size=10)).ceiling().rate
+    measured = CeilingModel(profile(all_cores_rate=0.8 * alone), Machine(cores=4, batch_size=10))
+    assert measured.ceiling().rate == pytest.approx(0.8 * alone) and "x 0.80" in measured.ceiling().how
+
+
+def test_a_grid_is_cut_short_only_where_the_measurements_agree_with_the_model():
+    model = CeilingModel(profile(), Machine(cores=4, batch_size=10))
+    values = list(range(9))
+    agreeing = plan(model, values, {0: 1000.0})
+    assert agreeing.knee == 4 and agreeing.candidates == (3, 4, 5)
+    assert not agreeing.measure(1, {0: 1000.0}) and agreeing.measure(4, {0: 1000.0})
+    assert agreeing.measure(7, {0: 1000.0})  # past the knee: not until its neighbours confirmed it
+    confirmed = {0: 1000.0, 3: model.predict(3), 4: model.predict(4), 5: model.predict(5)}
+    assert not plan(model, values, confirmed).measure(7, confirmed)
+    missed = {0: 1000.0, 4: 0.5 * model.predict(4)}
+    assert plan(model, values, missed).measure(1, missed) and not plan(model, values, missed).trusted
+    assert knee_seeds(model, values) == [4, 3, 5]
+
+
+def test_paired_differences_cancel_a_drift_that_independent_windows_take_for_a_difference():
+    base = [100.0, 90.0, 80.0, 70.0, 60.0]  # the host slows down round by round
+    other = [101.0, 89.0, 81.0, 69.0, 61.0]  # the same speed, measured beside it
+    paired = paired_difference(base, other)
+    assert abs(paired.mean) < 0.01 and paired.low < 0 < paired.high and paired.pairs == 5
+    later = [50.0, 45.0, 40.0, 35.0, 30.0]  # the same setting measured after, when the host is slower
+    assert independent_difference(base, later).high < 0  # a "difference" that is only the drift
+
+
+def test_runs_that_differ_only_in_what_changes_nothing_here_are_repeats_of_one_configuration(tmp_path):
+    def run(workers: int, pin: bool, rate: float) -> RunResult:
+        return RunResult("FINISHED", {NUM_WORKERS: workers, PIN_MEMORY: pin}, {M.THROUGHPUT: rate},
+                         host={"cuda_available": False}, info={"delivery_ok": True})
+
+    items = [(tmp_path / str(i), r) for i, r in enumerate([run(2, True, 120.0), run(2, False, 100.0),
+                                                           run(4, True, 130.0), run(4, False, 128.0)])]
+    merged, notes = as_configurations(items)
+    assert len(merged) == 2 and all(PIN_MEMORY not in r.params for _, r in merged)
+    assert merged[0][1].metrics[M.THROUGHPUT] == pytest.approx(110.0)
+    assert merged[0][1].metrics[M.THROUGHPUT_IQR] == pytest.approx(20 / 110)
+    assert "pin_memory: no effect on this host" in notes[0] and "4 runs, 2 configurations" in notes[0]
+    on_gpu = [(f, RunResult(r.status, r.params, r.metrics, host={"cuda_available": True})) for f, r in items]
+    assert len(as_configurations(on_gpu)[0]) == 4
+
+
+# The default budget (bench=quick's windows are too short for a figure to be held against anything).
+SLEEP = ["dataset=sleep", "dataset.sleep_ms=2", "loader.batch_size=8", "bench.confirm_s=0", "bench.profile_s=1",
+         "tracking=none"]
+
+
+@pytest.mark.slow
+def test_a_sweep_profiles_once_models_each_run_and_explains_it(tmp_path, data_root):
+    done = run_cli(["-m", *SLEEP, "loader.num_workers=0,2,4", f"hydra.sweep.dir={tmp_path / 's'}"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    profiles = list((tmp_path / "s" / "profiles").glob("*.json"))
+    assert len(profiles) == 1  # one pass for the sweep's one dataset and batch
+    results = [RunResult.read(p) for p in sorted((tmp_path / "s").glob("*/result.json"))]
+    for r in results:
+        assert r.profile and r.metrics[M.CEILING] > 0 and 0 < r.metrics[M.CEILING_FRACTION]
+        # Samples that cost a sleep: the model knows the rate at any worker count.
+        assert r.metrics[M.PREDICTED] == pytest.approx(r.metrics[M.THROUGHPUT], rel=0.25)
+    report = (tmp_path / "s" / "report.txt").read_text()
+    for said in ("Where the time goes", "__getitem__ is one stage", "This machine's limits", "binds:",
+                 "Predicted against measured", "What if (predicted, not measured", "ceil%"):
+        assert said in report, said
+
+
+@pytest.mark.slow
+def test_bench_predict_measures_the_knee_and_predicts_the_rest(tmp_path, data_root):
+    """Samples that cost a sleep: the rate grows with every worker, so the knee is the grid's last point, and
+    the first job's profile alone predicts the others."""
+    done = run_cli(["-m", *SLEEP, "loader.num_workers=range(0,7)", "bench.predict=true",
+                    f"hydra.sweep.dir={tmp_path / 's'}"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = {r.params[NUM_WORKERS]: r for r in (RunResult.read(p) for p in (tmp_path / "s").glob("*/result.json"))}
+    predicted = sorted(w for w, r in results.items() if r.status == PREDICTED)
+    measured = sorted(w for w, r in results.items() if r.status == "FINISHED")
+    assert measured == [5, 6] and predicted == [0, 1, 2, 3, 4], (measured, predicted)
+    for w in predicted:
+        assert results[w].metrics[M.PREDICTED] == pytest.approx(500 * max(w, 1), rel=0.1)
+        assert "bench.predict: not measured" in results[w].info["predicted"]
+    assert "PREDICTED: bench.predict took the model's figure" in (tmp_path / "s" / "report.txt").read_text()
+
+
+@pytest.mark.slow
+def test_the_pick_confirmed_side_by_side_does_not_rank_a_drift(tmp_path, data_root):
+    """The same true rate at 3, 2 and 1 workers (samples served one at a time), a host that slows down as the
+    jobs run: measured one after another, fewer workers look slower; side by side, they are not."""
+    lock = tmp_path / "lock"
+    lock.touch()
+    done = run_cli(["-m", "dataset=sleep", "dataset._target_=tests.faulty.SerialDriftingSleep",
+                    f"+dataset.python_path={REPO}", f"+dataset.lock={lock}", f"+dataset.start={time.time()}",
+                    "+dataset.growth_per_s=0.05", "loader.batch_size=4", "bench=quick",
+                    "bench.repeats=2", "bench.min_window_s=0.5", "bench.profile_s=0", "bench.confirm_s=12",
+                    "loader.num_workers=3,2,1", "tracking=none", f"hydra.sweep.dir={tmp_path / 's'}"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    confirmation = json.loads((tmp_path / "s" / "confirmation.json").read_text())
+    report = (tmp_path / "s" / "report.txt").read_text()
+    sequential = report.split("Recommendation: ", 1)[1].split(":", 1)[0]
+    assert sequential != "num_workers=1", report  # one after another, the drift made fewer workers look slower
+    assert confirmation["pick"][NUM_WORKERS] < 3, confirmation
+    for comparison in confirmation["comparisons"]:
+        assert comparison["difference"]["low"] < 0.05 and comparison["difference"]["high"] > -0.05, comparison
+    assert "Confirmed side by side" in report and "Confirmed pick" in report
