@@ -45,7 +45,7 @@ from loaderexp.config import Config, compose, to_spec  # noqa: E402
 from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform  # noqa: E402
 from loaderexp.execute.holder import heartbeat  # noqa: E402
 from loaderexp.execute.job import measure_job, measured_loader, seed_everything  # noqa: E402
-from loaderexp.measure.records import spread  # noqa: E402
+from loaderexp.harness.records import spread  # noqa: E402
 from loaderexp.report import recommend  # noqa: E402
 from loaderexp.result import NUM_WORKERS, RunResult  # noqa: E402
 from loaderexp.result import metrics as M  # noqa: E402

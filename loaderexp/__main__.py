@@ -20,6 +20,7 @@ from hydra_plugins.loaderexp_search.search_sweeper import SearchSweeper
 from loaderexp.config import Config, ConfigError, check_tracking, composed_spec, config_dir
 from loaderexp.result import RunResult
 from loaderexp.runner import JobContext, run
+from loaderexp.track.versions import composed_from
 
 # At exit the interpreter clears every module, and each clearing can run the cycle collector over
 # every object torch, MLflow and SQLAlchemy made: seconds after the summary is printed.  Freezing
@@ -52,6 +53,7 @@ def main(cfg: DictConfig) -> Optional[RunResult]:
         overrides=list(hydra_cfg.overrides.task),
         parent_run_id=sweep_state.parent_run_id,
         name_keys=sweep_state.swept_keys,
+        config_sources=tuple(composed_from(hydra_cfg.runtime.config_sources)),
     )
     if not multirun:
         _check_store(composed_spec(cfg))

@@ -63,6 +63,7 @@ class JobContext:
     overrides: list[str] = field(default_factory=list)
     parent_run_id: Optional[str] = None
     name_keys: tuple[str, ...] = ()  # the sweep's axes: a run is named by its values of these
+    config_sources: tuple[tuple[str, str], ...] = ()  # (folder, provider) it was composed from; () loaderexp's conf/
 
     @property
     def label(self) -> str:
@@ -94,6 +95,7 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         result.params = spec_params(spec)
         job.output_dir.mkdir(parents=True, exist_ok=True)
         (job.output_dir / RESOLVED_CONFIG).write_text(OmegaConf.to_yaml(OmegaConf.create(plain(spec))))
+        _record_config_sources(result, job)
         result.config_hash = config_hash(result.params, result.host)
         if spec.resume:
             done = already_measured(job.output_dir.parent, result.config_hash)
@@ -126,6 +128,18 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
             result.info["runner_rss_mb"] = round(psutil.Process().memory_info().rss / 2**20, 1)
             _record(result, job, tracker, run_id)
     return result
+
+
+def _record_config_sources(result: RunResult, job: JobContext) -> None:
+    """Each config folder's commit and whether it was dirty; the uncommitted changes in config.diff."""
+    from loaderexp.track.versions import DIFF_FILE, config_diff, inspect_sources
+
+    sources = inspect_sources(job.config_sources or ((str(config_dir()), "main"),))
+    result.info["config_sources"] = [s.to_dict() for s in sources]
+    result.info["config_dirty"] = any(s.dirty for s in sources)
+    diff = config_diff(sources)
+    if diff:
+        (job.output_dir / DIFF_FILE).write_text(diff)
 
 
 def _checked(spec: Config, result: RunResult, job: JobContext) -> Config:
@@ -228,7 +242,8 @@ def _tags(result: RunResult, job: JobContext) -> dict[str, Any]:
     tags["loaderexp.config_hash"] = result.config_hash
     tags["loaderexp.output_dir"] = str(job.output_dir)
     tags["loaderexp.overrides"] = " ".join(job.overrides)
-    commit = git_commit(str(config_dir().parent))
+    own = [s["commit"] for s in result.info.get("config_sources", []) if s["provider"] == "main"]
+    commit = own[0] if own else git_commit(str(config_dir().parent))
     if commit:
         tags["mlflow.source.git.commit"] = commit
     return tags

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from loaderexp.measure.stages import Stage, StageProfile
+from loaderexp.harness.stages import Stage, StageProfile
 from loaderexp.model import CeilingModel, Machine
 from loaderexp.model.knee import knee_seeds, plan
 from loaderexp.model.whatif import what_ifs

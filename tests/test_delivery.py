@@ -6,9 +6,9 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler, WeightedRandomSampler
 
 from loaderexp.data.synthetic import SyntheticImages
-from loaderexp.measure.delivery import DeliveryTracker, Promise, check_epoch
-from loaderexp.measure.loop import BudgetSpec, run_repeat
-from loaderexp.measure.tagging import RecordingBatchSampler, instrumented
+from loaderexp.harness.delivery import DeliveryTracker, Promise, check_epoch
+from loaderexp.harness.loop import BudgetSpec, run_repeat
+from loaderexp.harness.tagging import RecordingBatchSampler, instrumented
 
 EPOCH = BudgetSpec(mode="epochs", warmup_batches=0, epochs=1)
 
@@ -163,7 +163,7 @@ def test_a_sampler_yielding_more_than_its_length_is_caught():
 
 
 def test_epochs_are_checked_after_the_measurement_not_at_each_boundary(monkeypatch):
-    import loaderexp.measure.delivery as module
+    import loaderexp.harness.delivery as module
 
     data = dataset(16)
     checked = []

@@ -222,7 +222,7 @@ def test_the_shm_preflight_counts_the_batch_a_short_dataset_really_makes():
     import torch
     from torch.utils.data import TensorDataset
 
-    from loaderexp.measure.shm import shm_preflight
+    from loaderexp.harness.shm import shm_preflight
 
     free = shutil.disk_usage("/dev/shm").free
     per_sample = int(2 * free / (8 * 2 * 1024)) + 1  # 1024-sample batches in flight: twice /dev/shm

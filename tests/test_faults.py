@@ -12,7 +12,7 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
-from loaderexp.measure.shm import SharedMemoryTooSmall, shm_needed, shm_verdict
+from loaderexp.harness.shm import SharedMemoryTooSmall, shm_needed, shm_verdict
 from loaderexp.runner import JobContext, run
 from tests.conftest import REPO, TINY, run_cli
 
@@ -91,7 +91,7 @@ def test_shared_memory_pre_flight():
 
 def test_shared_memory_refusal_is_a_failed_run_before_workers_start(compose_cfg, tmp_path, monkeypatch):
     cfg = compose_cfg([*TINY, "tracking=none", "loader.num_workers=2", "bench.isolate=false"])
-    monkeypatch.setattr("loaderexp.measure.resources.shm_free_bytes", lambda: 1024)
+    monkeypatch.setattr("loaderexp.harness.resources.shm_free_bytes", lambda: 1024)
     result = run(cfg, JobContext(output_dir=tmp_path / "job"))
     assert result.status == "FAILED"
     assert "SharedMemoryTooSmall" in result.error and "against 0 MiB free in /dev/shm" in result.error

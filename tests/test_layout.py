@@ -15,22 +15,22 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "loaderexp"
-STAGES = ("config", "data", "loading", "measure", "execute", "track", "report", "search", "result", "model")
+STAGES = ("config", "data", "loading", "harness", "execute", "track", "report", "search", "result", "model")
 
 # What each stage may import from loaderexp (itself always); ``result`` is the plain value all share.
 ALLOWED = {
     "config": {"result"},
     "data": {"config"},
-    "loading": {"config", "data", "measure"},
-    "measure": set(),
-    "execute": {"config", "data", "loading", "measure", "result", "model"},
+    "loading": {"config", "data", "harness"},
+    "harness": set(),
+    "execute": {"config", "data", "loading", "harness", "result", "model"},
     "report": {"result", "model"},
     "track": {"config", "execute", "result", "report", "search"},
     "search": {"config", "report", "result", "model"},
-    "result": {"measure", "model"},  # only measure's torch-free records (test_result_loads_no_torch)
-    "model": {"measure"},  # only its torch-free records
+    "result": {"harness", "model"},  # only harness's torch-free records (test_result_loads_no_torch)
+    "model": {"harness"},  # only its torch-free records
 }
-FORBIDDEN_THIRD_PARTY = {"measure": ("hydra", "omegaconf", "mlflow"), "execute": ("mlflow",),
+FORBIDDEN_THIRD_PARTY = {"harness": ("hydra", "omegaconf", "mlflow"), "execute": ("mlflow",),
                          "report": ("hydra", "omegaconf"), "data": ("mlflow",), "loading": ("mlflow",),
                          "result": ("torch", "hydra", "omegaconf", "mlflow", "numpy"),
                          "model": ("torch", "hydra", "omegaconf", "mlflow", "numpy")}
@@ -91,9 +91,9 @@ def test_each_stage_imports_only_the_stages_before_it():
     assert not wrong, "\n".join(sorted(wrong))
 
 
-def test_nothing_imports_the_runner_but_the_entry_point():
+def test_nothing_imports_the_runner_but_the_entry_points():
     importers = sorted(m for m, imported in GRAPH.items() if "loaderexp.runner" in imported)
-    assert importers == ["loaderexp.__main__"]
+    assert importers == ["loaderexp.__main__", "loaderexp.api", "loaderexp.check"]
 
 
 def test_no_import_cycles():
@@ -211,9 +211,9 @@ def test_result_loads_no_torch():
 
 
 def test_measuring_loads_neither_hydra_nor_mlflow():
-    """Importing every measure module (and the job that drives it) pulls in no tracking or config system."""
-    measure = [m for m in GRAPH if stage_of(m) == "measure"]
-    code = (f"import sys\nfor m in {measure!r}: __import__(m)\n"
+    """Importing every harness module (and the job that drives it) pulls in no tracking or config system."""
+    harness = [m for m in GRAPH if stage_of(m) == "harness"]
+    code = (f"import sys\nfor m in {harness!r}: __import__(m)\n"
             "print(sorted({n.split('.')[0] for n in sys.modules} & {'hydra', 'omegaconf', 'mlflow'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loaderexp.measure.delivery import DeliveryTracker
-from loaderexp.measure.loop import BudgetSpec, RunTimeout, run_repeat, run_windows
-from loaderexp.measure.records import spread
+from loaderexp.harness.delivery import DeliveryTracker
+from loaderexp.harness.loop import BudgetSpec, RunTimeout, run_repeat, run_windows
+from loaderexp.harness.records import spread
 from loaderexp.result.figures import classify
 
 
@@ -214,7 +214,7 @@ def test_resource_monitor_sees_the_worker_processes():
     from torch.utils.data import DataLoader
 
     from loaderexp.data.synthetic import SyntheticImages
-    from loaderexp.measure.resources import ResourceMonitor
+    from loaderexp.harness.resources import ResourceMonitor
 
     loader = DataLoader(SyntheticImages(num_samples=512, shape=(3, 8, 8)), batch_size=16, num_workers=2)
     with ResourceMonitor(interval_s=0.02) as monitor:

@@ -13,8 +13,8 @@ import torch
 from loaderexp.config.schema import BenchConfig, Budget, LoaderConfig
 from loaderexp.execute.child import StallWatch
 from loaderexp.execute.job import budget_from, measure_job, repeat_range
-from loaderexp.measure.delivery import DeliveryTracker
-from loaderexp.measure.records import (
+from loaderexp.harness.delivery import DeliveryTracker
+from loaderexp.harness.records import (
     BudgetSpec,
     DeliveryRecord,
     LoaderFacts,
@@ -24,10 +24,10 @@ from loaderexp.measure.records import (
     StepTimes,
     TransferStats,
 )
-from loaderexp.measure.resources import ResourceMonitor
-from loaderexp.measure.shm import sample_bytes_in_probe
-from loaderexp.measure.steps import Consumer, MatmulStep
-from loaderexp.measure.transfer import batch_size_and_bytes
+from loaderexp.harness.resources import ResourceMonitor
+from loaderexp.harness.shm import sample_bytes_in_probe
+from loaderexp.harness.steps import Consumer, MatmulStep
+from loaderexp.harness.transfer import batch_size_and_bytes
 from loaderexp.result.figures import figures
 from loaderexp.runner import JobContext, run
 from tests.conftest import REPO, TINY
@@ -195,7 +195,7 @@ class DiesLikeTorch:
 
 
 def test_a_worker_that_died_of_a_signal_is_named_with_it_whichever_way_torch_says_it():
-    from loaderexp.measure.loop import BudgetSpec, run_repeat
+    from loaderexp.harness.loop import BudgetSpec, run_repeat
 
     class Loader:
         def __iter__(self):

@@ -12,10 +12,10 @@ import torch
 from torch.utils.data import RandomSampler, TensorDataset
 
 from benchmarks.memory_truth import SCRIPT
-from loaderexp.measure.delivery import DeliveryTracker
-from loaderexp.measure.memory import MemoryRecord, MemorySample
-from loaderexp.measure.resources import ResourceMonitor
-from loaderexp.measure.tagging import RecordingBatchSampler
+from loaderexp.harness.delivery import DeliveryTracker
+from loaderexp.harness.memory import MemoryRecord, MemorySample
+from loaderexp.harness.resources import ResourceMonitor
+from loaderexp.harness.tagging import RecordingBatchSampler
 from loaderexp.result import metrics as M
 from loaderexp.runner import JobContext, run
 from tests.conftest import REPO, TINY

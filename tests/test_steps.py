@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from loaderexp.measure.steps import ModelStep, images_and_labels
+from loaderexp.harness.steps import ModelStep, images_and_labels
 from loaderexp.report import recommend, summary_table
 from loaderexp.result import RunResult
 from loaderexp.runner import JobContext, run

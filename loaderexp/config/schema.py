@@ -3,7 +3,7 @@
 Each dataclass here is the single statement of its settings' defaults.  Hydra composes the YAML
 files against them (:mod:`.store` registers them as ``base_<group>``), so a typo in a key or a wrong
 type fails at compose time; :func:`loaderexp.config.to_spec` turns the composed config into these
-frozen dataclasses, and that is what ``execute/`` and ``measure/`` receive.  The nodes built with
+frozen dataclasses, and that is what ``execute/`` and ``harness/`` receive.  The nodes built with
 ``hydra.utils.instantiate`` (dataset, sampler, transform) keep free-form arguments, checked against
 their target's signature (:mod:`.targets`), and arrive as :class:`TargetNode`.
 

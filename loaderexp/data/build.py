@@ -16,6 +16,7 @@ from hydra.utils import get_method, instantiate
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from loaderexp.config.schema import LoaderConfig, TargetNode
+from loaderexp.data.lightning import borrow, borrowed, is_datamodule
 
 
 def build_transform(node: TargetNode) -> Optional[Callable]:
@@ -40,13 +41,20 @@ class DatasetError(ValueError):
 
 
 def build_dataset(node: TargetNode, transform: Optional[Callable]) -> Dataset:
+    """The dataset the node names; a LightningDataModule's training dataset (its loader's parts kept)."""
     arguments = node.arguments
     if transform is not None and accepts(node.target, "transform"):
         arguments["transform"] = transform
     try:
-        return instantiate(arguments, _convert_="all")
+        built = instantiate(arguments, _convert_="all")
     except InstantiationException as error:
         raise DatasetError(_explain_build_error(node, error.__cause__ or error)) from error
+    if not is_datamodule(built):
+        return built
+    try:
+        return borrow(built)
+    except Exception as error:  # the user's prepare_data, setup or train_dataloader
+        raise DatasetError(f"dataset._target_={node.target}: {type(error).__name__}: {error}") from error
 
 
 def _explain_build_error(node: TargetNode, cause: BaseException) -> str:
@@ -76,15 +84,23 @@ def callable_at(path: Optional[str]) -> Optional[Callable]:
     return get_method(path) if path else None
 
 
-def build_loader(dataset: Dataset, sampler: Optional[Sampler], loader: LoaderConfig, **extra: Any) -> DataLoader:
+def collate_for(loader: LoaderConfig, dataset: Any) -> Optional[Callable]:
+    """``loader.collate_fn``, else a DataModule's own (dataset=lightning), else None (default_collate)."""
+    own = borrowed(dataset)
+    return callable_at(loader.collate_fn) or (own.collate_fn if own is not None else None)
+
+
+def build_loader(dataset: Dataset, sampler: Optional[Sampler], loader: LoaderConfig,
+                 collate_fn: Optional[Callable] = None, **extra: Any) -> DataLoader:
     """A DataLoader from the loader spec: each of its fields is the DataLoader argument of that name
     (``LoaderConfig``), so a new knob needs no code here; None keeps DataLoader's own default.
-    Functions are given as dotted paths and imported here."""
+    Functions are given as dotted paths and imported here; ``collate_fn`` (a DataModule's) replaces
+    ``loader.collate_fn``'s when given."""
     kwargs = {f.name: getattr(loader, f.name) for f in dataclasses.fields(loader)}
     kwargs = {k: v.value if isinstance(v, Enum) else v for k, v in kwargs.items()}
     kwargs["sampler"] = sampler
-    for key in ("collate_fn", "worker_init_fn"):
-        kwargs[key] = callable_at(kwargs[key])
+    kwargs["worker_init_fn"] = callable_at(kwargs["worker_init_fn"])
+    kwargs["collate_fn"] = collate_fn or callable_at(kwargs["collate_fn"])
     if "batch_sampler" in extra:  # it batches (and drops the last batch) itself
         kwargs.update(batch_size=1, drop_last=False)
     kwargs.update(extra)

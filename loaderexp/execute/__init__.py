@@ -9,6 +9,6 @@ the profiling pass kept once per sweep (:mod:`.profiling`), a grid cut short at 
 (:mod:`.predict`), settings compared side by side (:mod:`.paired`), the lock that keeps one
 measurement per host (:mod:`.host_lock`) and the job's progress bar (:mod:`.progress`).  It takes the
 spec, never a DictConfig, and may import ``config`` (the spec's types and checks), ``data``,
-``loading``, ``measure``, ``model`` and ``result`` (the host's facts, read where torch is loaded);
+``loading``, ``harness``, ``model`` and ``result`` (the host's facts, read where torch is loaded);
 never MLflow, ``track``, ``report`` or the runner.
 """

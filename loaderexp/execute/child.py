@@ -32,14 +32,13 @@ _context: Optional[Any] = None
 POLL_S = 0.2
 EXIT_WAIT_S = 30  # for the measuring process to end (its workers shut down) after its answer
 STALL_GAPS = 20  # a stall is this many times the longest gap between batches seen so far
-# The profiling pass runs about bench.profile_s per loop of several (worker start-ups among them): past
-# this many times it, it is stuck.
-PROFILE_ALLOWANCE = 30
-PROFILE_FLOOR_S = 60.0
+# The profiling pass runs several loops of about bench.profile_s each (worker start-ups among them) and delivers
+# no batches: it may go on for bench.stall_s plus this many times bench.profile_s before it is a stall.
+PROFILE_ALLOWANCE = 10
 
 
-def profile_allowance(profile_s: float) -> float:
-    return max(PROFILE_ALLOWANCE * profile_s, PROFILE_FLOOR_S)
+def profile_allowance(stall_s: float, profile_s: float) -> float:
+    return stall_s + PROFILE_ALLOWANCE * profile_s
 
 
 class MeasurementError(RuntimeError):
@@ -172,7 +171,8 @@ def _in_holder(message: RunJob, limit_s: float, on_batch: Optional[Callable[[int
     spec = message.spec
     holder = holder_for(_mp_context(), spec)
     holder.conn.send(message)
-    job = WatchedJob(holder, spec.bench.stall_s, limit_s, on_batch, profile_allowance(spec.bench.profile_s))
+    job = WatchedJob(holder, spec.bench.stall_s, limit_s, on_batch,
+                     profile_allowance(spec.bench.stall_s, spec.bench.profile_s))
     try:
         return job.wait()
     finally:
@@ -266,9 +266,10 @@ class WatchedJob:
                 "Timeout", f"the job passed its wall-clock limit bench.job_timeout_s={self.limit_s:g} and was killed")
         if self.profiling_since is not None:
             if now - self.profiling_since > self.profile_s:
-                raise MeasurementError("Stalled", f"the profiling pass went on for {now - self.profiling_since:.0f} "
-                                       f"s (allowed: {PROFILE_ALLOWANCE}x bench.profile_s, at least "
-                                       f"{PROFILE_FLOOR_S:.0f} s); killed; {process_states(self.pid)}")
+                raise MeasurementError("Stalled", f"no batch for {now - self.profiling_since:.0f} s in the profiling "
+                                       f"pass (limit {self.profile_s:.0f} s: bench.stall_s={self.watch.stall_s:g} "
+                                       f"plus {PROFILE_ALLOWANCE}x bench.profile_s); killed; "
+                                       f"{process_states(self.pid)}")
             return
         if self.pid is not None and watch.stalled(now):  # building the dataset is not a stall
             states = process_states(self.pid if self.pid is not None else self.holder.process.pid)

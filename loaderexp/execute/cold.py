@@ -13,11 +13,11 @@ from typing import Any, Callable, Optional
 
 from loaderexp.config.schema import Config
 from loaderexp.data.files import dataset_files
-from loaderexp.measure.delivery import DeliveryTracker
-from loaderexp.measure.loop import run_windows
-from loaderexp.measure.page_cache import evict, file_bytes, read_cold, resident_fraction
-from loaderexp.measure.records import BudgetSpec, ColdRecord
-from loaderexp.measure.steps import Consumer
+from loaderexp.harness.delivery import DeliveryTracker
+from loaderexp.harness.loop import run_windows
+from loaderexp.harness.page_cache import evict, file_bytes, read_cold, resident_fraction
+from loaderexp.harness.records import BudgetSpec, ColdRecord
+from loaderexp.harness.steps import Consumer
 
 
 def cold_epoch(spec: Config, dataset: Any, loader: Any, delivery: DeliveryTracker, consumer: Optional[Consumer],

@@ -21,17 +21,18 @@ from loaderexp.config.schema import BenchConfig, Config, LoaderConfig, StepConfi
 from loaderexp.config.targets import step_knobs
 from loaderexp.config.validation import loading_stack
 from loaderexp.data.build import build_dataset, build_sampler, build_transform, callable_at
+from loaderexp.data.lightning import borrowed, check_borrowed
 from loaderexp.execute.cold import cold_epoch
 from loaderexp.loading.base import LoadingStack
-from loaderexp.measure.delivery import DeliveryTracker
-from loaderexp.measure.loop import whole_rounds
-from loaderexp.measure.memory import EpochMemory
-from loaderexp.measure.records import BudgetSpec, LoaderFacts, Measurement
-from loaderexp.measure.repeats import RepeatPlan, repeat_until_precise
-from loaderexp.measure.resources import ResourceMonitor
-from loaderexp.measure.shm import shm_preflight
-from loaderexp.measure.steps import Consumer
-from loaderexp.measure.transfer import HostToDevice
+from loaderexp.harness.delivery import DeliveryTracker
+from loaderexp.harness.loop import whole_rounds
+from loaderexp.harness.memory import EpochMemory
+from loaderexp.harness.records import BudgetSpec, LoaderFacts, Measurement
+from loaderexp.harness.repeats import RepeatPlan, repeat_until_precise
+from loaderexp.harness.resources import ResourceMonitor
+from loaderexp.harness.shm import shm_preflight
+from loaderexp.harness.steps import Consumer
+from loaderexp.harness.transfer import HostToDevice
 
 OnBatch = Callable[[int, Optional[int]], None]  # (batches measured so far, the planned total)
 
@@ -163,7 +164,10 @@ def measure(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[
     dataset = configured_dataset(spec) if dataset is None else dataset
     seed_everything(spec.bench.seed)  # the loop starts from the seed, wherever the dataset was built
     iterable = isinstance(dataset, IterableDataset)
-    warnings = []
+    try:
+        warnings = check_borrowed(dataset, spec.loader, spec.sampler.name)
+    except ValueError as error:  # a DataModule that batches otherwise than loader.batch_size
+        raise ConfigError([str(error)]) from None
     if iterable and spec.sampler.name not in (None, "sequential"):
         warnings.append(f"sampler={spec.sampler.name} ignored: an IterableDataset orders its own samples")
     stack = stack_for(spec)
@@ -250,6 +254,7 @@ def _facts(stack: LoadingStack, dataset: Any, loader: Any, device: torch.device)
         dataset_pickle_mb=pickled_mb(dataset, start_method),
         mean_sample_bytes=getattr(dataset, "mean_sample_bytes", None),
         cuda_allocated_peak_mb=torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None,
+        datamodule_baseline=own.baseline if (own := borrowed(dataset)) is not None else None,
     )
 
 

@@ -1,4 +1,4 @@
-"""Settings compared side by side in one measuring process, on one dataset (:mod:`loaderexp.measure.paired`):
+"""Settings compared side by side in one measuring process, on one dataset (:mod:`loaderexp.harness.paired`):
 the sweep's confirmation of its pick, and a regression check against a baseline."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from loaderexp.execute.job import (
     resolve_device,
     seed_everything,
 )
-from loaderexp.measure.paired import Side, interleaved
-from loaderexp.measure.records import PairedRates
-from loaderexp.measure.steps import Consumer
-from loaderexp.measure.transfer import HostToDevice
+from loaderexp.harness.paired import Side, interleaved
+from loaderexp.harness.records import PairedRates
+from loaderexp.harness.steps import Consumer
+from loaderexp.harness.transfer import HostToDevice
 
 WINDOW_S = 0.5  # each window; with its start and warm-up a round of two costs about 1.3 s
 ROUND_COST = 0.7  # seconds a window costs, its start and warm-up included (measured: 0.65 s), for planning

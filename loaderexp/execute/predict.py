@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 from loaderexp.config.schema import Config
 from loaderexp.execute.profiling import ProfileStore, profile_key
-from loaderexp.measure.stages import StageProfile
+from loaderexp.harness.stages import StageProfile
 from loaderexp.model.ceiling import CeilingModel, Machine
 from loaderexp.model.knee import plan
 from loaderexp.result import IGNORED_PARAMS, NUM_WORKERS, PREDICTED, RESULT_FILE, RunResult

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from loaderexp.config.schema import Config
-from loaderexp.measure.stages import StageProfile
+from loaderexp.harness.stages import StageProfile
 
 log = logging.getLogger("loaderexp")
 FOLDER = "profiles"
@@ -89,11 +89,11 @@ PROFILE_LIMIT_S = 60.0
 
 
 def _profile(spec: Config, dataset: Any) -> Optional[StageProfile]:
-    from loaderexp.data.build import callable_at
-    from loaderexp.measure.profile import profile_stages
+    from loaderexp.data.build import collate_for
+    from loaderexp.harness.profile import profile_stages
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return profile_stages(dataset, spec.loader.batch_size, callable_at(spec.loader.collate_fn), cores,
+    return profile_stages(dataset, spec.loader.batch_size, collate_for(spec.loader, dataset), cores,
                           spec.bench.profile_s, spec.bench.seed)
 
 

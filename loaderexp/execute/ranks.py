@@ -28,7 +28,7 @@ from typing import Any, Callable, NamedTuple, Optional, Union
 from loaderexp.config.schema import Config, TargetNode
 from loaderexp.execute.job import OnBatch, configured_dataset, measure, measure_job, quiet_torch_warnings
 from loaderexp.execute.profiling import profile_for
-from loaderexp.measure.records import Measurement, NodeMeasurement
+from loaderexp.harness.records import Measurement, NodeMeasurement
 
 LINGER_REPORT_EVERY = 8  # batches between heartbeats while a rank waits for the others
 

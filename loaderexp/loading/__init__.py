@@ -9,5 +9,5 @@ module declares its stack as ``STACK`` with the knobs it has, which validation r
 so a module imports nothing heavy at its top.  Adding a stack is a module here and a YAML file.
 
 It may import ``config`` (the spec's types), ``data`` (building the DataLoader and the callables a
-config names) and ``measure`` (the delivery wrappers); never ``execute``, ``track`` or ``report``.
+config names) and ``harness`` (the delivery wrappers); never ``execute``, ``track`` or ``report``.
 """

@@ -4,7 +4,7 @@ A stack is built from the run's spec and gives the measured loop an iterable to 
 epoch: :meth:`LoadingStack.build` returns it with the recording batch sampler the delivery check
 reads.  What the batches look like is the same for every stack: with workers, ``(tag, batch)``,
 the batch exactly as the user's collate function makes it and the int64 bytes of its indices
-(:mod:`loaderexp.measure.tagging`).  The class attributes are the stack's declaration: the loader
+(:mod:`loaderexp.harness.tagging`).  The class attributes are the stack's declaration: the loader
 knobs it has, the backend options it reads, the package it needs, what it refuses.
 """
 
@@ -15,8 +15,8 @@ from typing import Any, Callable, ClassVar, Iterable, Optional
 
 from loaderexp.config.errors import ConfigError
 from loaderexp.config.schema import Config
-from loaderexp.data.build import callable_at
-from loaderexp.measure.tagging import IndexedCollate, IndexedDataset, RecordingBatchSampler
+from loaderexp.data.build import collate_for
+from loaderexp.harness.tagging import IndexedCollate, IndexedDataset, RecordingBatchSampler
 
 # The DataLoader knobs every stack has (in this order in its messages).
 COMMON_KNOBS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "in_order", "drop_last", "collate_fn")
@@ -48,7 +48,7 @@ class LoadingStack:
         recorder = RecordingBatchSampler(sampler, self.loader_spec.batch_size, self.loader_spec.drop_last)
         from torch.utils.data import default_collate
 
-        collate = callable_at(self.loader_spec.collate_fn) or default_collate
+        collate = collate_for(self.loader_spec, dataset) or default_collate
         return self.loader(BatchFetch(dataset, collate), recorder), recorder
 
     def loader(self, fetch: "BatchFetch", recorder: RecordingBatchSampler) -> Iterable:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
-from loaderexp.data.build import build_loader, callable_at
+from loaderexp.data.build import build_loader, collate_for
 from loaderexp.loading.base import LoadingStack
-from loaderexp.measure.tagging import RecordingBatchSampler, instrumented
+from loaderexp.harness.tagging import RecordingBatchSampler, instrumented
 
 
 class DataLoaderStack(LoadingStack):
@@ -21,11 +21,13 @@ class DataLoaderStack(LoadingStack):
 
     def build(self, dataset: Any, sampler: Any, iterable: bool) -> tuple[Iterable, Optional[RecordingBatchSampler]]:
         loader = self.loader_spec
+        collate = collate_for(loader, dataset)
         if iterable:
-            return build_loader(dataset, None, loader), None
+            return build_loader(dataset, None, loader, collate), None
         recorder = RecordingBatchSampler(sampler, loader.batch_size, loader.drop_last)
-        dataset, extra = instrumented(dataset, recorder, loader.num_workers, callable_at(loader.collate_fn))
-        return build_loader(dataset, extra.pop("sampler", None), loader, **extra), recorder
+        dataset, extra = instrumented(dataset, recorder, loader.num_workers, collate)
+        return build_loader(dataset, extra.pop("sampler", None), loader, extra.pop("collate_fn", collate),
+                            **extra), recorder
 
 
 STACK = DataLoaderStack

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional
 import torchdata.nodes as tn
 
 from loaderexp.config.schema import LoaderConfig
-from loaderexp.measure.tagging import RecordingBatchSampler
+from loaderexp.harness.tagging import RecordingBatchSampler
 
 
 class NodesLoader:

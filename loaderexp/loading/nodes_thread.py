@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from loaderexp.loading.base import BatchFetch, LoadingStack
-from loaderexp.measure.tagging import RecordingBatchSampler
+from loaderexp.harness.tagging import RecordingBatchSampler
 
 
 class NodesThreadStack(LoadingStack):

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 from loaderexp.config.schema import LoaderConfig
 from loaderexp.loading.base import BatchFetch, LoadingStack, pin_batch
-from loaderexp.measure.tagging import RecordingBatchSampler
+from loaderexp.harness.tagging import RecordingBatchSampler
 
 
 class SpdlStack(LoadingStack):

@@ -23,7 +23,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-from loaderexp.measure.stages import StageProfile
+from loaderexp.harness.stages import StageProfile
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Confirmation
+from loaderexp.report.export import export
 from loaderexp.report.load import load_results, results_from_mlflow
 from loaderexp.report.params import X_AXIS, varying_params
 from loaderexp.report.plot import plot_throughput
@@ -36,6 +37,9 @@ def main(argv: Optional[list[str]] = None) -> None:
                                       "MLflow run id of a sweep's parent run")
     parser.add_argument("--uri", help="read the sweep from this MLflow tracking URI instead of a folder")
     parser.add_argument("--out", type=Path, help="where report.txt and throughput.png go (default: the sweep folder)")
+    parser.add_argument("--export", type=Path, metavar="DIR",
+                        help="also write the recommendation for your training here: loader.yaml (a Hydra config "
+                             "group file), dataloader_kwargs.json, PyTorch, Lightning and Hugging Face snippets")
     args = parser.parse_args(argv)
     logging.basicConfig(format="loaderexp: %(levelname)s: %(message)s")
     if args.uri:
@@ -45,6 +49,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             parser.error(str(error))
         out = args.out or Path("outputs") / "reports" / args.sweep
         confirmation = None
+        source = f"MLflow run {args.sweep} ({args.uri})"
     else:
         folder = Path(args.sweep)
         if not folder.is_dir():
@@ -52,8 +57,14 @@ def main(argv: Optional[list[str]] = None) -> None:
         items = load_results(folder)
         confirmation = Confirmation.read(folder)
         out = args.out or folder
+        source = str(folder)
     if not items:
         parser.error(f"sweep={args.sweep}: no runs found")
     text, plot = write_report(items, out, confirmation=confirmation)
     print(text)
     print(f"\nreport: {out / 'report.txt'}" + (f", plot: {plot}" if plot else ""))
+    if args.export:
+        written = export(items, args.export, source, confirmation)
+        if not written:
+            parser.error(f"sweep={args.sweep}: no finished run to recommend, nothing exported")
+        print(f"exported the recommendation: {', '.join(str(p) for p in written)}")

@@ -10,7 +10,10 @@ from loaderexp.result import RunResult
 
 def host_type(result: RunResult) -> str:
     """What makes two hosts comparable: CPU model and count, and the GPU (hostnames differ anyway)."""
-    host = result.host
+    return host_type_of(result.host)
+
+
+def host_type_of(host: dict) -> str:
     text = f"{host.get('cpu_model', '?')}, {host.get('cpu_count', '?')} CPUs"
     return text + (f", {host['gpu']}" if host.get("gpu") else "")
 

@@ -31,17 +31,7 @@ def results_from_mlflow(uri: str, parent_run_id: str) -> list[tuple[Path, RunRes
     """A sweep's child runs, read back from MLflow as results (for sweeps run elsewhere).  Raises
     LookupError, with one line, for a store that is not there (reading never creates one) or a run
     that is not in it."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    local = Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
-    if local is not None and not local.is_file():
-        raise LookupError(f"--uri {uri}: no MLflow store there ({local} does not exist)")
-    client = MlflowClient(uri)
-    try:
-        parent = client.get_run(parent_run_id)
-    except MlflowException as error:
-        raise LookupError(f"{parent_run_id}: no such run in {uri} ({str(error).splitlines()[0]})") from None
+    client, parent = _opened(uri, parent_run_id)
     runs = client.search_runs(
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'", max_results=10_000
     )
@@ -53,6 +43,22 @@ def results_from_mlflow(uri: str, parent_run_id: str) -> list[tuple[Path, RunRes
                            error=run.data.tags.get("error"), run_id=run.info.run_id)
         items.append((Path(run.data.tags.get("loaderexp.output_dir", run.info.run_id)), result))
     return items
+
+
+def _opened(uri: str, run_id: str):
+    """(the store's client, the run): LookupError, in one line, for a store that is not there (reading never
+    creates one) or a run that is not in it."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    local = Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+    if local is not None and not local.is_file():
+        raise LookupError(f"--uri {uri}: no MLflow store there ({local} does not exist)")
+    client = MlflowClient(uri)
+    try:
+        return client, client.get_run(run_id)
+    except MlflowException as error:
+        raise LookupError(f"{run_id}: no such run in {uri} ({str(error).splitlines()[0]})") from None
 
 
 def _parse(text: str):
@@ -68,3 +74,25 @@ def _parse(text: str):
         except ValueError:
             pass
     return text
+
+
+def download_runs(uri: str, run_id: str, into: Path) -> Path:
+    """A run's (or a sweep parent's children's) result.json and resolved_config.yaml from MLflow, into
+    ``into``/<run id>/ as a sweep folder holds them; ``into`` is returned.  Raises LookupError as above."""
+    from mlflow.exceptions import MlflowException
+
+    client, run = _opened(uri, run_id)
+    children = client.search_runs([run.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run_id}'",
+                                  max_results=10_000)
+    names = {artifact.path for artifact in client.list_artifacts(run_id)}
+    if "confirmation.json" in names:
+        client.download_artifacts(run_id, "confirmation.json", str(into))
+    for child in children or [run]:
+        folder = into / child.info.run_id
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in (RESULT_FILE, "resolved_config.yaml"):
+            try:
+                client.download_artifacts(child.info.run_id, name, str(folder))
+            except (MlflowException, OSError):
+                log.warning("run %s has no %s in MLflow: left out", child.info.run_id, name)
+    return into

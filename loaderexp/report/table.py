@@ -194,7 +194,27 @@ def _notes(items: Sequence[tuple[Path, RunResult]], ranked: bool) -> list[str]:
     if ranked:
         notes.append("slowest: the slowest rank's samples/s (a synchronous step waits for it); samples/s is all "
                      "ranks together")
+    notes += _datamodule_note(results)
     return notes
+
+
+def _datamodule_note(results: Sequence[RunResult]) -> list[str]:
+    """dataset=lightning: the DataModule's own settings, and what the sweep measured with them."""
+    own = next((r.info["datamodule_baseline"] for r in results if r.info.get("datamodule_baseline")), None)
+    if not own:
+        return []
+    knobs = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+    text = ", ".join(f"{k}={own.get(k)}" for k in knobs)
+    def value(params: dict, prefix: str, key: str) -> object:  # prefetch_factor None is DataLoader's 2 with workers
+        found = params.get(prefix + key)
+        return 2 if key == "prefetch_factor" and found is None and params.get(prefix + "num_workers") else found
+
+    same = [r for r in results if r.status == "FINISHED"
+            and all(value(r.params, "loader.", k) == value(own, "", k) for k in knobs if f"loader.{k}" in r.params)]
+    measured = (f": {same[0].metrics[M.THROUGHPUT]:,.0f} samples/s measured with them" if same else
+                ": not among the runs (add its num_workers to the sweep to compare)")
+    return [f"{own.get('datamodule')}.train_dataloader() as written: {text}, batch_size={own.get('batch_size')}, "
+            f"sampler {own.get('sampler')}, collate_fn {own.get('collate_fn')}{measured}"]
 
 
 def _storage_note(results: Sequence[RunResult]) -> str:

@@ -4,7 +4,7 @@ Owns :class:`RunResult`, the names a result carries (the metrics, each declared 
 how ranks combine it, :mod:`.metrics`; the params the later stages read, below), turning a typed
 measurement into those names (:mod:`.figures`, the one place that flattens), and the facts of the
 host a run measured on (:mod:`.host`).  Every stage may import it; it imports only the torch-free
-records of ``measure`` (``measure.records``, ``measure.batches``), never torch, Hydra or MLflow.
+records of ``harness`` (``harness.records``, ``harness.batches``), never torch, Hydra or MLflow.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ STOP_BELOW = "bench.stop_below"
 TRACKING_URI = "tracking.uri"
 TRACKING_EXPERIMENT = "tracking.experiment"
 DATASET_NAME = "dataset.name"
+SAMPLER_NAME = "sampler.name"
 DATASET_ROOT = "dataset.root"
 DATASET_TARGET = "dataset._target_"
 DATA_ROOT = "data_root"

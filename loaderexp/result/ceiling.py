@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from loaderexp.measure.stages import StageProfile
+from loaderexp.harness.stages import StageProfile
 from loaderexp.model import CeilingModel, Machine
 from loaderexp.result import BACKEND, BATCH_SIZE, NUM_WORKERS, PIN_MEMORY, RunResult
 from loaderexp.result import metrics as M

@@ -1,7 +1,7 @@
 """A typed measurement as a run records it: metrics by their declared names, facts, warnings, batches.csv.
 
 This is the one place a measurement becomes names: everything it derives is in the records
-(:mod:`loaderexp.measure.records`), and a node's ranks combine by each metric's declaration
+(:mod:`loaderexp.harness.records`), and a node's ranks combine by each metric's declaration
 (:mod:`.metrics`).
 """
 
@@ -11,8 +11,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from loaderexp.measure.batches import batches_table, with_rank
-from loaderexp.measure.records import MemoryRecord, Measurement, NodeMeasurement, StepTimes, percentile
+from loaderexp.harness.batches import batches_table, with_rank
+from loaderexp.harness.records import MemoryRecord, Measurement, NodeMeasurement, StepTimes, percentile
 from loaderexp.result import metrics as M
 
 STALL_THRESHOLD = 0.10  # a step waiting for data this share of its time is loader-bound
@@ -183,6 +183,8 @@ def info_of(m: Measurement) -> dict[str, Any]:
     }
     if facts.worker_start_method is not None:
         info["worker_start_method"] = facts.worker_start_method
+    if facts.datamodule_baseline is not None:
+        info["datamodule_baseline"] = facts.datamodule_baseline
     if m.resources.gpu_note:
         info["gpu_metrics"] = m.resources.gpu_note
     if m.memory is not None and m.memory.trace:

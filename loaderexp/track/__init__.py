@@ -5,5 +5,5 @@ addresses), the Hydra callback that makes a sweep one unit (:mod:`.sweep`: its s
 run, its summary), the sweep's last step, its pick confirmed side by side (:mod:`.confirm`) and
 ``python -m loaderexp.sync`` (:mod:`.sync`).  It may import Hydra, MLflow (lazily: ``tracking=none``
 never loads it), ``config``, ``result``, ``report`` and ``execute`` (only to run the confirmation
-through the same measuring processes as a job); never ``measure``: it does not time anything itself.
+through the same measuring processes as a job); never ``harness``: it does not time anything itself.
 """

@@ -5,7 +5,8 @@ cannot be written (``sqlite:////proc/x.db``) would otherwise have MLflow retry f
 job measures unlogged.  A fresh sqlite file is created by MLflow's schema migrations, which two
 processes running at once corrupt ("table params already exists", or half-applied migrations):
 opening one takes a lock beside the file, so a second sweep waits for the first to finish them.
-A server is asked for something real, with the credentials MLflow takes from the environment.
+A server is asked for something real, with the credentials MLflow takes from the environment, and
+never in the URI (:func:`refuse_credentials_in_uri`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import fcntl
 import functools
 import logging
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Optional
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
-from loaderexp.result import redact_uri
+from loaderexp.config.schema import TrackingConfig
+from loaderexp.result import redact_uri, uri_secrets
 
 
 class TrackingUnavailable(RuntimeError):
@@ -127,3 +130,28 @@ def _check_allowed(uri: str) -> None:
             + ("the credentials in MLFLOW_TRACKING_USERNAME/MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
                if sent else "a request without credentials: set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
             + f" (HTTP {refused})") from error
+
+
+DATABASE_SCHEMES = ("postgresql", "mysql", "mssql", "oracle")
+
+
+def refuse_credentials_in_uri(tracking: TrackingConfig) -> None:
+    """A credential in tracking.uri (a password, a ``?token=``) would reach the files Hydra writes
+    (multirun.yaml, .hydra/), the run's params and every log line that names the store: refuse it
+    before any of them, saying where that credential goes instead."""
+    uri = tracking.uri or ""
+    secrets = uri_secrets(uri)
+    if tracking.backend.value != "mlflow" or not secrets:
+        return
+    scheme = urlsplit(uri).scheme.split("+")[0]
+    if scheme == "postgresql":
+        advice = ("a ~/.pgpass file (host:port:database:user:password, mode 0600) or PGPASSWORD, which "
+                  "SQLAlchemy's psycopg2 driver reads")
+    elif scheme in DATABASE_SCHEMES:
+        advice = f"the {scheme} driver's own password file or environment variable (e.g. MYSQL_PWD for mysql)"
+    else:
+        advice = ("MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN, which MLflow "
+                  "reads")
+    print(f"loaderexp: error: tracking.uri={redact_uri(uri)} carries {' and '.join(secrets)}: give it through "
+          f"{advice}; loaderexp never records those", file=sys.stderr)
+    raise SystemExit(2)

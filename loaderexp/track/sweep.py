@@ -16,8 +16,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
-from urllib.parse import urlsplit
+from typing import Any, Optional, Sequence
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
@@ -26,8 +25,9 @@ from omegaconf import DictConfig, OmegaConf
 from loaderexp.config import ConfigError, check_tracking, composed_spec
 from loaderexp.config.schema import TrackingConfig
 from loaderexp.result import metrics as M
-from loaderexp.result import PREDICTED, redact_uri, uri_secrets
+from loaderexp.result import PREDICTED
 from loaderexp.track.launchers import check_launcher
+from loaderexp.track.stores import refuse_credentials_in_uri
 
 log = logging.getLogger("loaderexp")
 
@@ -47,6 +47,7 @@ class SweepState:
 
 STATE = SweepState()
 SWEEP_RECORD = "sweep.json"  # the sweep's MLflow parent run, found again by resume=true
+EXPORT_DIR = "export"  # the recommendation as files for the user's training (report.export)
 
 
 def sweep_overrides(config: DictConfig) -> list[str]:
@@ -86,31 +87,6 @@ def identity(sweep_dir: Path) -> SweepState:
         return SweepState()
     return SweepState(total=saved.get("total"), swept_keys=tuple(saved.get("swept_keys") or ()),
                       parent_run_id=saved.get("parent_run_id"), sweep_dir=Path(sweep_dir))
-
-
-DATABASE_SCHEMES = ("postgresql", "mysql", "mssql", "oracle")
-
-
-def refuse_credentials_in_uri(tracking: TrackingConfig) -> None:
-    """A credential in tracking.uri (a password, a ``?token=``) would reach the files Hydra writes
-    (multirun.yaml, .hydra/), the run's params and every log line that names the store: refuse it
-    before any of them, saying where that credential goes instead."""
-    uri = tracking.uri or ""
-    secrets = uri_secrets(uri)
-    if tracking.backend.value != "mlflow" or not secrets:
-        return
-    scheme = urlsplit(uri).scheme.split("+")[0]
-    if scheme == "postgresql":
-        advice = ("a ~/.pgpass file (host:port:database:user:password, mode 0600) or PGPASSWORD, which "
-                  "SQLAlchemy's psycopg2 driver reads")
-    elif scheme in DATABASE_SCHEMES:
-        advice = f"the {scheme} driver's own password file or environment variable (e.g. MYSQL_PWD for mysql)"
-    else:
-        advice = ("MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN, which MLflow "
-                  "reads")
-    print(f"loaderexp: error: tracking.uri={redact_uri(uri)} carries {' and '.join(secrets)}: give it through "
-          f"{advice}; loaderexp never records those", file=sys.stderr)
-    raise SystemExit(2)
 
 
 class SweepCallback(Callback):
@@ -219,15 +195,28 @@ def finish_sweep(status: str) -> None:
 
         text = summary_table(items)
         log.error("could not write the sweep's report into %s: %s", STATE.sweep_dir, error)
-    summary = _summary(text, items, elapsed)
+    exported = _exported(items, confirmation)
+    summary = _summary(text, items, elapsed, exported)
     print(f"\n{summary}", file=sys.stdout, flush=True)
     try:
         (STATE.sweep_dir / "summary.txt").write_text(summary + "\n")
         artifacts.insert(0, STATE.sweep_dir / "summary.txt")
     except OSError as error:
         log.error("could not write %s: %s", STATE.sweep_dir / "summary.txt", error)
-    _close_parent(status, artifacts, items, elapsed)
+    _close_parent(status, artifacts, items, elapsed, exported)
     STATE.sweep_dir = None
+
+
+def _exported(items: list, confirmation: Any) -> list[Path]:
+    """The recommendation as files for the user's training, in <sweep>/export (none without a pick)."""
+    from loaderexp.report import export
+
+    try:
+        source = str(STATE.sweep_dir) + (f" (MLflow parent run {STATE.parent_run_id})" if STATE.parent_run_id else "")
+        return export(items, STATE.sweep_dir / EXPORT_DIR, source, confirmation)
+    except OSError as error:
+        log.error("could not export the recommendation into %s: %s", STATE.sweep_dir / EXPORT_DIR, error)
+        return []
 
 
 def _confirmed(items: list) -> Any:
@@ -248,12 +237,15 @@ def _confirmed(items: list) -> Any:
     return confirmation
 
 
-def _summary(text: str, items: list, elapsed: float) -> str:
+def _summary(text: str, items: list, elapsed: float, exported: Sequence[Path] = ()) -> str:
     """The table, how many jobs were recorded where, and the addresses to look at them."""
     from loaderexp.track.tracker import chart_axis
 
     counted = f"{len(items)} trials (at most {STATE.total})" if STATE.search else f"{len(items)} of {STATE.total} jobs"
     lines = [text, f"{counted} recorded in {elapsed:.1f} s; results in {STATE.sweep_dir}"]
+    if exported:
+        lines.append(f"the recommendation for your training: {STATE.sweep_dir / EXPORT_DIR}/ "
+                     f"({', '.join(sorted({p.name for p in exported}))})")
     if STATE.tracker is not None:
         lines.append(f"MLflow runs table: {STATE.tracker.runs_url()}")
         if STATE.parent_run_id is not None:
@@ -272,15 +264,20 @@ def _summary(text: str, items: list, elapsed: float) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _close_parent(status: str, artifacts: list[Path], items: list, elapsed: float) -> None:
+def _close_parent(status: str, artifacts: list[Path], items: list, elapsed: float,
+                  exported: Sequence[Path] = ()) -> None:
     """The parent's artifacts (summary, plot, stage profiles), its figures (each stage's cost among them)."""
     if STATE.tracker is None or STATE.parent_run_id is None:
         return
     from loaderexp.report import stage_metrics
 
     try:
-        for artifact in [*artifacts, *sorted((STATE.sweep_dir / "profiles").glob("*.json"))]:
+        confirmed = [STATE.sweep_dir / "confirmation.json"] if (STATE.sweep_dir / "confirmation.json").is_file() else []
+        for artifact in [*artifacts, *confirmed, *sorted((STATE.sweep_dir / "profiles").glob("*.json"))]:
             STATE.tracker.log_file(STATE.parent_run_id, artifact)
+        for path in exported:  # under export/, as in the sweep folder (a node type's own subfolder kept)
+            where = path.parent.relative_to(STATE.sweep_dir).as_posix()
+            STATE.tracker.log_file(STATE.parent_run_id, path, where)
         metrics = {M.JOBS_RECORDED: len(items), M.SWEEP_SECONDS: elapsed, **stage_metrics([r for _, r in items])}
         STATE.tracker.log(STATE.parent_run_id, metrics=metrics, tags={"loaderexp.runs_url": STATE.tracker.runs_url()})
         STATE.tracker.end_run(STATE.parent_run_id, status)

@@ -106,8 +106,8 @@ class MlflowTracker:
         except Exception:  # noqa: BLE001 - MLflow raises its own and HTTP errors alike
             self.client.log_inputs(run_id, datasets=[DatasetInput(dataset, tags=tags)])
 
-    def log_file(self, run_id: str, path: Path) -> None:
-        self.client.log_artifact(run_id, str(path))
+    def log_file(self, run_id: str, path: Path, artifact_path: Optional[str] = None) -> None:
+        self.client.log_artifact(run_id, str(path), artifact_path)
 
     def end_run(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status=status)
@@ -203,7 +203,7 @@ def log_result(tracker: MlflowTracker, run_id: str, result: Any, folder: Path) -
     tracker.log(run_id, params=result.params, metrics=result.metrics, tags=tags)
     if result.status == "FINISHED":
         _log_dataset(tracker, run_id, result)
-    for name in ("result.json", "resolved_config.yaml", "batches.csv"):
+    for name in ("result.json", "resolved_config.yaml", "batches.csv", "config.diff"):
         if (folder / name).is_file():
             tracker.log_file(run_id, folder / name)
     tracker.end_run(run_id, result.status)

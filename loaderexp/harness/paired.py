@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-from loaderexp.measure.records import PairedRates
-from loaderexp.measure.transfer import batch_size_and_bytes
+from loaderexp.harness.records import PairedRates
+from loaderexp.harness.transfer import batch_size_and_bytes
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import torch
 
-from loaderexp.measure.records import TransferStats
+from loaderexp.harness.records import TransferStats
 
 
 def tensors_of(batch: Any) -> list[torch.Tensor]:

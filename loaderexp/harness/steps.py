@@ -19,9 +19,9 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from loaderexp.measure.loop import Clock
-from loaderexp.measure.records import StepTimes
-from loaderexp.measure.transfer import HostToDevice, tensors_of
+from loaderexp.harness.loop import Clock
+from loaderexp.harness.records import StepTimes
+from loaderexp.harness.transfer import HostToDevice, tensors_of
 
 
 def sleep_step(device: torch.device, ms: float) -> Callable[[Any], None]:

@@ -26,8 +26,8 @@ from typing import Callable, Optional
 
 import psutil
 
-from loaderexp.measure.footprint import MB, footprint
-from loaderexp.measure.records import MemorySample, ResourceStats
+from loaderexp.harness.footprint import MB, footprint
+from loaderexp.harness.records import MemorySample, ResourceStats
 
 SHM = "/dev/shm"
 MEMORY_DUTY_CYCLE = 0.002  # at most this share of the time spent reading memory maps

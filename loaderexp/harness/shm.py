@@ -7,8 +7,8 @@ from typing import Any, Optional
 
 import torch
 
-from loaderexp.measure import resources
-from loaderexp.measure.transfer import batch_size_and_bytes
+from loaderexp.harness import resources
+from loaderexp.harness.transfer import batch_size_and_bytes
 
 
 class SharedMemoryTooSmall(RuntimeError):

@@ -1,4 +1,4 @@
-"""Measure: the timed loop and everything it records, from a built loader to a typed Measurement.
+"""The harness: the timed loop and everything it records, from a built loader to a typed Measurement.
 
 Owns the measured loop and its budgets (:mod:`.loop`), how many windows a run takes
 (:mod:`.repeats`), the consumer a batch goes to (the copy to the device, :mod:`.transfer`, then a

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from loaderexp.measure.records import RepeatTiming
+from loaderexp.harness.records import RepeatTiming
 
 
 def batches_table(repeats: list[RepeatTiming]) -> str:

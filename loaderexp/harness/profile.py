@@ -24,8 +24,8 @@ from typing import Any, Callable, Optional
 import torch
 from torch.utils.data import Dataset, IterableDataset
 
-from loaderexp.measure.profile_loops import Clock, single_process, workers_loop
-from loaderexp.measure.stages import Stage, StageProfile
+from loaderexp.harness.profile_loops import Clock, single_process, workers_loop
+from loaderexp.harness.stages import Stage, StageProfile
 
 MIN_SAMPLES = 3
 MAX_SAMPLES = 2_000

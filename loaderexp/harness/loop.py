@@ -20,10 +20,10 @@ import sys
 import time
 from typing import Any, Callable, Iterable, Optional, Protocol
 
-from loaderexp.measure.delivery import DeliveryTracker
-from loaderexp.measure.records import BudgetSpec, RepeatTiming
-from loaderexp.measure.transfer import batch_size_and_bytes
-from loaderexp.measure.worker_exits import with_worker_exits
+from loaderexp.harness.delivery import DeliveryTracker
+from loaderexp.harness.records import BudgetSpec, RepeatTiming
+from loaderexp.harness.transfer import batch_size_and_bytes
+from loaderexp.harness.worker_exits import with_worker_exits
 
 Clock = Callable[[], float]
 Process = Callable[[Any, bool], None]  # (batch, measured) -> None: copy to device, train step

@@ -13,8 +13,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Optional
 
-from loaderexp.measure.memory import MemoryRecord, MemorySample
-from loaderexp.measure.stages import StageProfile
+from loaderexp.harness.memory import MemoryRecord, MemorySample
+from loaderexp.harness.stages import StageProfile
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -170,6 +170,7 @@ class LoaderFacts:
     mean_sample_bytes: Optional[float] = None  # file-backed datasets: bytes read per sample
     cuda_allocated_peak_mb: Optional[float] = None
     dataset_pickle_mb: Optional[float] = None  # workers started with spawn or forkserver unpickle this each
+    datamodule_baseline: Optional[dict] = None  # dataset=lightning: the DataModule's own DataLoader knobs
 
 
 @dataclass

@@ -6,10 +6,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
-from loaderexp.measure.delivery import DeliveryTracker
-from loaderexp.measure.loop import Probe, run_windows
-from loaderexp.measure.records import BudgetSpec, RepeatTiming, spread
-from loaderexp.measure.steps import Consumer
+from loaderexp.harness.delivery import DeliveryTracker
+from loaderexp.harness.loop import Probe, run_windows
+from loaderexp.harness.records import BudgetSpec, RepeatTiming, spread
+from loaderexp.harness.steps import Consumer
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from typing import Any, Callable, Optional, Sized
 
 from torch.utils.data.distributed import DistributedSampler
 
-from loaderexp.measure.records import DeliveryRecord
-from loaderexp.measure.tagging import IndexLog, PackedIndexLog, RecordingBatchSampler, tags_batches
-from loaderexp.measure.transfer import batch_size_and_bytes
+from loaderexp.harness.records import DeliveryRecord
+from loaderexp.harness.tagging import IndexLog, PackedIndexLog, RecordingBatchSampler, tags_batches
+from loaderexp.harness.transfer import batch_size_and_bytes
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,166 @@
+"""loaderexp from Python: ``loaderexp.measure(dataset, **knobs)`` and ``loaderexp.sweep(dataset, grid)``.
+
+For notebooks and scripts that already hold their dataset (or LightningDataModule) as an object.
+Both go the command line's way: ``measure`` is one run of :func:`loaderexp.runner.run` (its measuring
+process, result.json, its MLflow run), ``sweep`` is ``python -m loaderexp -m`` itself (the parent
+run, the confirmation of the pick, the exported recommendation), the dataset named by key
+(:mod:`loaderexp.data.objects`).  Anything else the CLI takes goes in ``overrides``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+from loaderexp.config import ConfigError, compose
+from loaderexp.config.schema import LoaderConfig
+from loaderexp.data.objects import register
+from loaderexp.result import RunResult
+from loaderexp.result import metrics as M
+
+KNOBS = tuple(f.name for f in dataclasses.fields(LoaderConfig))
+ROW_METRICS = {"samples_per_s": M.THROUGHPUT, "iqr": M.THROUGHPUT_IQR, "pss_mb": M.PSS,
+               "of_ceiling": M.CEILING_FRACTION}
+
+
+def _value(value: Any) -> str:
+    """A Python value as a Hydra override's value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _knob_overrides(knobs: Mapping[str, Any]) -> list[str]:
+    unknown = sorted(set(knobs) - set(KNOBS))
+    if unknown:
+        raise ConfigError([f"{unknown[0]}: not a DataLoader knob loaderexp sweeps; valid: {', '.join(KNOBS)} "
+                           "(anything else: overrides=['bench=quick', ...])"])
+    return [f"loader.{k}={_value(v)}" for k, v in knobs.items()]
+
+
+def _dataset_overrides(dataset: Any, folder: Path) -> list[str]:
+    if dataset is None:
+        return []  # the config's own dataset (overrides may name one: dataset=cifar10)
+    key, pickled = register(dataset, folder)
+    found = ["dataset=object", f"dataset.key={key}", f"dataset.name={type(dataset).__name__}"]
+    if pickled is not None:
+        return [*found, f"dataset.pickled={pickled}"]
+    # Only this process holds it: measure here, not in a forked measuring process.
+    return [*found, "bench.isolate=false"]
+
+
+def _tracking_overrides(tracking: Optional[str], experiment: Optional[str]) -> list[str]:
+    found = ["tracking=none"] if tracking == "none" else [f"tracking.uri={tracking}"] if tracking else []
+    return found + ([f"tracking.experiment={experiment}"] if experiment else [])
+
+
+def _in_main_process() -> None:
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:  # a measuring process importing the user's script again
+        raise RuntimeError("loaderexp.measure/sweep was called while a measuring process imported your script: put "
+                           "the script's own code under `if __name__ == \"__main__\":` (as DataLoader's workers "
+                           "need with spawn)")
+
+
+def measure(dataset: Any = None, *, overrides: Sequence[str] = (), tracking: Optional[str] = None,
+            experiment: Optional[str] = None, output_dir: Optional[Path] = None, **knobs: Any) -> RunResult:
+    """Measure ``dataset`` (a map-style or iterable Dataset, or a LightningDataModule; None: the config's
+    own) with the DataLoader ``knobs`` (num_workers=4, pin_memory=True, ...), as one run of the CLI.
+
+    ``tracking``: an MLflow tracking URI, ``"none"`` for result.json only, or None for the config's
+    (MLflow's sqlite store ./mlflow.db).  Returns the run's result: ``.metrics``, ``.params``, ``.info``."""
+    from loaderexp.runner import JobContext, run
+
+    _in_main_process()
+    folder = Path(output_dir or Path("outputs") / "runs" / time.strftime("%Y-%m-%d_%H-%M-%S")).resolve()
+    composed = [*_dataset_overrides(dataset, folder), *_knob_overrides(knobs), *overrides,
+                *_tracking_overrides(tracking, experiment)]
+    return run(compose(composed), JobContext(output_dir=folder, overrides=composed))
+
+
+@dataclass
+class SweepReport:
+    """What ``python -m loaderexp -m`` ends with, as values: one row per run, the recommendation, the files."""
+
+    rows: list[dict[str, Any]]
+    results: list[RunResult]
+    text: str  # the report's table and recommendation, as printed
+    folder: Path  # the sweep folder (export/ holds the recommendation for your training)
+    recommendation: Optional[dict[str, Any]] = None  # the picked run's row
+    exported: list[Path] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def sweep(dataset: Any = None, grid: Optional[Mapping[str, Sequence[Any]]] = None, *, overrides: Sequence[str] = (),
+          tracking: Optional[str] = None, experiment: Optional[str] = None, sweep_dir: Optional[Path] = None,
+          **knobs: Any) -> SweepReport:
+    """Every combination of ``grid`` (DataLoader knobs to lists of values: ``{"num_workers": range(4)}``)
+    over ``dataset``, as ``python -m loaderexp -m`` sweeps it; ``knobs`` fix the others."""
+    _in_main_process()
+    grid = dict(grid or {"num_workers": [0, 1, 2]})
+    folder = Path(sweep_dir or Path("outputs") / "multiruns" / time.strftime("%Y-%m-%d_%H-%M-%S")).resolve()
+    _knob_overrides({k: None for k in grid})  # the grid's keys are knobs too
+    axes = [f"loader.{k}=" + ",".join(_value(v) for v in values) for k, values in grid.items()]
+    if not all(grid.values()):
+        raise ConfigError([f"grid: {next(k for k, v in grid.items() if not v)} has no values"])
+    arguments = ["-m", *axes, *_dataset_overrides(dataset, folder / "dataset"), *_knob_overrides(knobs), *overrides,
+                 *_tracking_overrides(tracking, experiment), f"hydra.sweep.dir={folder}"]
+    _multirun(arguments)
+    return _report(folder, len(list(itertools.product(*grid.values()))))
+
+
+def _multirun(arguments: list[str]) -> None:
+    """``python -m loaderexp`` in this process (its launcher runs the jobs here, so the dataset is at hand)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from loaderexp.__main__ import main
+
+    GlobalHydra.instance().clear()  # a notebook's own compose() left Hydra initialised
+    saved = sys.argv
+    sys.argv = ["loaderexp", *arguments]
+    try:
+        main()
+    finally:
+        sys.argv = saved
+        GlobalHydra.instance().clear()
+
+
+def _report(folder: Path, planned: int) -> SweepReport:
+    from loaderexp.report import load_results, recommend, summary_table
+    from loaderexp.report.confirm import Confirmation
+    from loaderexp.report.export import recommended
+
+    items = load_results(folder)
+    if not items:
+        raise RuntimeError(f"the sweep recorded none of its {planned} runs in {folder}: see its log above")
+    results = [r for _, r in items]
+    rows = [_row(folder, r) for folder, r in items]
+    confirmation = Confirmation.read(folder)
+    picks = recommended(items, confirmation)
+    pick = picks[0].result if picks else (recommend(results).result if recommend(results) else None)
+    chosen = next((row for row, r in zip(rows, results) if r is pick), None)
+    exported = sorted((folder / "export").rglob("*")) if (folder / "export").is_dir() else []
+    return SweepReport(rows, results, summary_table(items, confirmation), folder, chosen,
+                       [p for p in exported if p.is_file()])
+
+
+def _row(folder: Path, result: RunResult) -> dict[str, Any]:
+    knobs = {k.split(".", 1)[1]: v for k, v in result.params.items() if k.startswith("loader.")}
+    figures = {name: result.metrics.get(metric) for name, metric in ROW_METRICS.items()}
+    return {**knobs, "status": result.status, **figures, "run_id": result.run_id, "folder": str(folder)}

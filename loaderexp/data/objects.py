@@ -1,0 +1,45 @@
+"""A dataset handed over as a Python object (``loaderexp.measure(dataset)``, ``loaderexp.sweep``).
+
+The config names it by a key: this process finds the object itself in :data:`REGISTRY`; a measuring
+process started elsewhere (the forkserver's dataset holder, a launcher's job) unpickles the copy the
+API wrote beside the run, so a job stays runnable from its config and its folder alone.  A
+DataModule handed over this way is taken apart as ``dataset=lightning`` takes it.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any, Optional
+
+REGISTRY: dict[str, Any] = {}
+
+
+def register(value: Any, folder: Path) -> tuple[str, Optional[Path]]:
+    """(its key, the pickled copy, or None when it cannot be pickled: then only this process can load it)."""
+    key = f"{type(value).__qualname__}-{id(value):x}"
+    REGISTRY[key] = value
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{key}.pkl"
+    try:
+        with path.open("wb") as file:
+            pickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - a lambda, a lock, an open file: measured in this process instead
+        path.unlink(missing_ok=True)
+        return key, None
+    return key, path
+
+
+def registered(key: Optional[str] = None, pickled: Optional[str] = None) -> Any:
+    """The object registered as ``key`` here, else its pickled copy."""
+    if key is None:
+        raise ValueError("dataset=object is the dataset loaderexp.measure(dataset) and loaderexp.sweep(dataset, grid) "
+                         "hand over from Python; on the command line name a class: dataset=custom "
+                         "dataset._target_=mypackage.MyDataset")
+    if key in REGISTRY:
+        return REGISTRY[key]
+    if pickled and Path(pickled).is_file():
+        with open(pickled, "rb") as file:
+            return pickle.load(file)
+    raise LookupError(f"dataset.key={key}: a Python object handed to loaderexp.measure/sweep in another process, "
+                      "and no pickled copy of it (it could not be pickled): measure it with bench.isolate=false")

@@ -1,0 +1,227 @@
+"""The answer, in the user's training: the recommended DataLoader settings as files their code reads.
+
+For each node type a sweep measured on, and each rank count with ``dist``, the pick (the confirmed one
+when the sweep confirmed it side by side) becomes:
+
+- ``loader.yaml``: a Hydra config group file (``conf/loader/loaderexp_tuned.yaml`` in the user's project);
+- ``dataloader_kwargs.json`` and ``pytorch_snippet.py`` (``DataLoader(dataset, **kwargs)``);
+- ``lightning_snippet.py`` (a LightningDataModule's ``train_dataloader``);
+- ``hf_training_args.py`` (the ``TrainingArguments`` arguments that exist for these knobs).
+
+Each file's header names the sweep, the host type and the date.  Values the sweep could not measure
+(pin_memory without an accelerator) are written with a comment that says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from loaderexp.report.configurations import as_configurations
+from loaderexp.report.confirm import Confirmation
+from loaderexp.report.hosts import by_host_type
+from loaderexp.report.recommend import RANKS_KEY, recommend
+from loaderexp.result import BACKEND, DATASET_NAME, SAMPLER_NAME, RunResult
+from loaderexp.result import metrics as M
+
+# DataLoader's keywords loaderexp exports, and the defaults of those written only when they differ.
+ALWAYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+WHEN_SET = {"drop_last": False, "timeout": 0.0, "multiprocessing_context": None, "in_order": True}
+# TrainingArguments' names for them (transformers); the others have none.
+HF_NAMES = {"batch_size": "per_device_train_batch_size", "num_workers": "dataloader_num_workers",
+            "pin_memory": "dataloader_pin_memory", "prefetch_factor": "dataloader_prefetch_factor",
+            "persistent_workers": "dataloader_persistent_workers", "drop_last": "dataloader_drop_last"}
+FILES = ("loader.yaml", "dataloader_kwargs.json", "pytorch_snippet.py", "lightning_snippet.py", "hf_training_args.py")
+SHUFFLED = ("random",)  # samplers a DataLoader makes itself with shuffle=True
+
+
+@dataclass
+class Tuned:
+    """One recommendation as DataLoader keywords, and what the files' headers say about it."""
+
+    kwargs: dict[str, Any]
+    header: list[str]
+    comments: dict[str, str] = field(default_factory=dict)  # keyword -> why its value is not a measurement
+    sampler: Optional[str] = None  # the sweep's sampler preset
+
+    @property
+    def shuffle(self) -> Optional[bool]:
+        if self.sampler in SHUFFLED:
+            return True
+        return False if self.sampler == "sequential" else None
+
+
+def tuned(pick: RunResult, results: Sequence[RunResult], source: str, host: str, ranks: int) -> Tuned:
+    """The pick's DataLoader keywords, made valid for DataLoader (no prefetch or persistence without
+    workers), with the header each file carries."""
+    params = pick.params
+    kwargs: dict[str, Any] = {}
+    for key in ALWAYS:
+        kwargs[key] = params.get(f"loader.{key}")
+    for key, default in WHEN_SET.items():
+        value = params.get(f"loader.{key}", default)
+        if value != default and value is not None:
+            kwargs[key] = value
+    comments = {}
+    if kwargs["num_workers"] == 0:  # DataLoader refuses both without workers
+        kwargs["prefetch_factor"], kwargs["persistent_workers"] = None, False
+    if kwargs["pin_memory"] is None:  # left out as a repeat of one configuration: it could change nothing
+        kwargs["pin_memory"] = False
+    if not pick.host.get("cuda_available"):
+        comments["pin_memory"] = ("not measured: the sweep's host had no CUDA device, where pinning changes nothing; "
+                                  "on a GPU host true usually copies faster (measure it there)")
+    for key in ("collate_fn", "worker_init_fn"):
+        if params.get(f"loader.{key}"):
+            comments[key] = f"the sweep used loader.{key}={params[f'loader.{key}']}: pass your own"
+    rate = pick.metrics.get(M.THROUGHPUT, 0.0)
+    when = time.strftime("%Y-%m-%d", time.localtime(pick.info.get("measured_until") or time.time()))
+    fastest = max((r.metrics.get(M.THROUGHPUT, 0.0) for r in results), default=rate)
+    header = [f"loaderexp's recommended DataLoader settings, from the sweep {source}",
+              f"measured on {host} ({pick.host.get('hostname', '?')}), {when}"
+              + (f", per rank with {ranks} ranks per node" if ranks > 1 else ""),
+              f"the pick: {rate:,.0f} samples/s" + (f" (the fastest run: {fastest:,.0f})" if fastest > rate else ""),
+              f"dataset: {pick.params.get(DATASET_NAME)}, sampler: {pick.params.get(SAMPLER_NAME)}, "
+              f"backend: {pick.params.get(BACKEND, 'dataloader')}"]
+    return Tuned(kwargs, header, comments, pick.params.get(SAMPLER_NAME))
+
+
+@dataclass
+class Pick:
+    """A sweep's recommendation for one node type and rank count, and the runs it was chosen from."""
+
+    where: str  # a relative folder name: "" for one node type and one rank count
+    host: str  # the node type (report.hosts.host_type)
+    ranks: int
+    folder: Path  # the picked run's folder
+    result: RunResult
+    results: list[RunResult]
+
+
+def recommended(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confirmation] = None,
+                tolerance: float = 0.05) -> list[Pick]:
+    """The recommendation of each node type and rank count: the confirmed pick when the sweep confirmed it."""
+    groups = by_host_type(items)
+    found = []
+    for kind, group in groups.items():
+        configurations, _ = as_configurations(group)
+        counts = sorted({r.params.get(RANKS_KEY) or 1 for _, r in configurations})
+        for count in counts:
+            ranked = [(f, r) for f, r in configurations if (r.params.get(RANKS_KEY) or 1) == count]
+            rec = recommend([r for _, r in ranked], tolerance)
+            if rec is None:
+                continue
+            chosen = next((f, r) for f, r in ranked if r is rec.result)
+            if confirmation is not None and confirmation.pick and len(groups) == 1 and count == 1:
+                chosen = _matching(ranked, confirmation.pick) or chosen
+            where = "/".join(part for part in (_slug(kind) if len(groups) > 1 else "",
+                                               f"ranks_{count}" if len(counts) > 1 else "") if part)
+            found.append(Pick(where, kind, count, chosen[0], chosen[1], [r for _, r in ranked]))
+    return found
+
+
+def picks(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confirmation], source: str,
+          tolerance: float = 0.05) -> dict[str, Tuned]:
+    """Each recommendation as DataLoader keywords, by the relative folder its files go to."""
+    return {p.where: tuned(p.result, p.results, source, p.host, p.ranks)
+            for p in recommended(items, confirmation, tolerance)}
+
+
+def export(items: Sequence[tuple[Path, RunResult]], folder: Path, source: str,
+           confirmation: Optional[Confirmation] = None) -> list[Path]:
+    """Write every recommendation's files under ``folder``; the paths written (none without a pick)."""
+    written = []
+    for where, recommendation in picks(items, confirmation, source).items():
+        target = folder / where if where else folder
+        target.mkdir(parents=True, exist_ok=True)
+        for name, text in render(recommendation).items():
+            (target / name).write_text(text)
+            written.append(target / name)
+    return written
+
+
+def render(t: Tuned) -> dict[str, str]:
+    """Each file's text."""
+    return {"loader.yaml": _yaml(t), "dataloader_kwargs.json": json.dumps(t.kwargs, indent=2) + "\n",
+            "pytorch_snippet.py": _pytorch(t), "lightning_snippet.py": _lightning(t),
+            "hf_training_args.py": _hf(t)}
+
+
+def _comment(lines: Sequence[str]) -> str:
+    return "".join(f"# {line}\n" if line else "#\n" for line in lines)
+
+
+def _yaml_value(value: Any) -> str:
+    return json.dumps(value)  # JSON's null, true, false, numbers and quoted strings are YAML's too
+
+
+def _yaml(t: Tuned) -> str:
+    body = "".join(f"{key}: {_yaml_value(value)}" + (f"  # {t.comments[key]}" if key in t.comments else "") + "\n"
+                   for key, value in t.kwargs.items())
+    use = ["", "In your Hydra project: save as conf/loader/loaderexp_tuned.yaml, put `- loader: loaderexp_tuned`",
+           "in your defaults list, and build the loader with DataLoader(dataset, **cfg.loader)."]
+    return _comment(t.header + use) + body
+
+
+def _kwargs_literal(kwargs: dict[str, Any], comments: dict[str, str], indent: str = "    ") -> str:
+    lines = [f"{indent}{key!r}: {value!r}," + (f"  # {comments[key]}" if key in comments else "")
+             for key, value in kwargs.items()]
+    return "{\n" + "\n".join(lines) + "\n}"
+
+
+def _shuffle(t: Tuned) -> str:
+    return "" if t.shuffle is None else f"shuffle={t.shuffle}, "
+
+
+def _pytorch(t: Tuned) -> str:
+    sampler = "" if t.shuffle is not None else (
+        f"# The sweep used sampler={t.sampler}: pass yours (sampler=...) to tuned_loader.\n")
+    return (_comment(t.header) + '"""Plain PyTorch: loader = tuned_loader(train_dataset)."""\n\n'
+            "from torch.utils.data import DataLoader\n\n"
+            f"DATALOADER_KWARGS = {_kwargs_literal(t.kwargs, t.comments)}\n\n{sampler}\n"
+            "def tuned_loader(dataset, **overrides):\n"
+            '    """A DataLoader with the measured settings; overrides (a sampler, collate_fn) win."""\n'
+            f"    settings = {{{'' if t.shuffle is None else repr('shuffle') + ': ' + repr(t.shuffle) + ', '}"
+            "**DATALOADER_KWARGS, **overrides}\n"
+            "    if 'sampler' in overrides:\n"
+            "        settings.pop('shuffle', None)\n"
+            "    return DataLoader(dataset, **settings)\n")
+
+
+def _lightning(t: Tuned) -> str:
+    return (_comment(t.header) + '"""Lightning: the train_dataloader of your LightningDataModule.\n\n'
+            "Copy the method into your DataModule, or mix the class in:\n"
+            "class MyData(TunedTrainDataloader, LightningDataModule), with self.train_dataset set in setup().\n"
+            "Lightning swaps in a DistributedSampler itself when it trains on several devices.\n"
+            '"""\n\n'
+            "from torch.utils.data import DataLoader\n\n"
+            f"DATALOADER_KWARGS = {_kwargs_literal(t.kwargs, t.comments)}\n\n\n"
+            "class TunedTrainDataloader:\n"
+            "    def train_dataloader(self):\n"
+            f"        return DataLoader(self.train_dataset, {_shuffle(t)}**DATALOADER_KWARGS)\n")
+
+
+def _hf(t: Tuned) -> str:
+    named = {HF_NAMES[k]: v for k, v in t.kwargs.items() if k in HF_NAMES}
+    comments = {HF_NAMES[k]: c for k, c in t.comments.items() if k in HF_NAMES}
+    missing = [k for k in t.kwargs if k not in HF_NAMES]
+    note = ([f"TrainingArguments has no argument for {', '.join(missing)}: its Trainer builds the DataLoader "
+             "without them"] if missing else [])
+    return (_comment(t.header + note) + '"""Hugging Face Trainer: TrainingArguments(output_dir=..., '
+            '**TRAINING_ARGUMENTS)."""\n\n'
+            f"TRAINING_ARGUMENTS = {_kwargs_literal(named, comments)}\n")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower()[:80] or "host"
+
+
+def _matching(items: Sequence[tuple[Path, RunResult]], params: dict[str, Any]) -> Optional[tuple[Path, RunResult]]:
+    """The configuration the confirmation's pick names (its params, inert ones left out on both sides)."""
+    for folder, result in items:
+        if all(result.params.get(k) == v for k, v in params.items() if k in result.params):
+            return folder, result
+    return None
