@@ -1,9 +1,10 @@
 """``python -m loaderexp.check --baseline <run id | sweep folder | run folder>``: has the loader become slower?
 
-Measures the baseline's configuration again on this host, as a sweep's job measures (the same runner,
-its measuring process and figures), and compares the two runs' windows: the change in throughput with
-a 95% interval over both runs' windows, not one number against another (window by window when both
-followed the same schedule, else Welch's over the two samples).
+Measures the baseline's configuration again on this host, ``--runs`` times (3), as a sweep's job
+measures (the same runner, its measuring process and figures), and compares the runs: the change in
+throughput with a 95% interval from the spread between whole runs, not one number against another.
+Windows of one run share the host's moment and agree more closely than two runs minutes apart do on a
+busy host: an interval from windows alone would call that drift a regression.
 
 Exit 1 when throughput fell by more than ``--tolerance`` with that confidence (the whole interval below
 -tolerance), or when the new measurement failed; 0 otherwise (an interval that reaches past -tolerance
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import statistics
 import sys
 import tempfile
 import time
@@ -30,17 +32,15 @@ from loaderexp.report.confirm import Confirmation
 from loaderexp.report.export import recommended
 from loaderexp.report.hosts import host_type, host_type_of
 from loaderexp.report.load import download_runs, load_results
-from loaderexp.result import RESULT_FILE, RunResult, param_text
+from loaderexp.result import (BACKEND, BATCH_SIZE, DATASET_NAME, NUM_WORKERS, PIN_MEMORY, RANKS, RESULT_FILE,
+                              RunResult, param_text)
 from loaderexp.result import metrics as M
-from loaderexp.result.paired import Difference, independent_difference, paired_difference
+from loaderexp.result.paired import Difference, runs_difference
 from loaderexp.runner import RESOLVED_CONFIG, JobContext, run
 
 log = logging.getLogger("loaderexp")
-MIN_WINDOWS = 5  # the new run's windows, at least: the interval narrows with them
-SCHEDULE = ("warmup_batches", "round_size")  # with bench.batches: where each window falls in the epochs
-BATCHES = "bench.batches"
-SHOWN = ("loader.num_workers", "loader.batch_size", "loader.pin_memory", "loader.prefetch_factor",
-         "loader.persistent_workers", "dataset.name", "backend.name", "dist.nproc_per_node")
+SHOWN = (NUM_WORKERS, BATCH_SIZE, PIN_MEMORY, "loader.prefetch_factor", "loader.persistent_workers", DATASET_NAME,
+         BACKEND, RANKS)
 
 
 class CannotCompare(Exception):
@@ -77,17 +77,13 @@ def _default_uri() -> str:
 
 
 def config_to_measure(folder: Path, overrides: Sequence[str], uri: Optional[str]) -> "OmegaConf":
-    """The baseline's resolved config, its changes applied, measured with enough windows for an interval
-    and without the sweep-level passes (profile, prediction)."""
+    """The baseline's resolved config, its changes applied, without the sweep-level passes (profile,
+    prediction)."""
     resolved = folder / RESOLVED_CONFIG
     if not resolved.is_file():
         raise CannotCompare(f"{folder}: no {RESOLVED_CONFIG} to measure it again from")
     cfg = OmegaConf.merge(structured(Config), OmegaConf.load(resolved))
-    bench = cfg.bench
-    bench.min_repeats = max(bench.min_repeats, MIN_WINDOWS)
-    bench.max_repeats = max(bench.max_repeats, bench.min_repeats)
-    if bench.repeats is not None:
-        bench.repeats = max(bench.repeats, MIN_WINDOWS)
+    bench = cfg.bench  # its windows as the baseline took them: each run's median is comparable
     bench.profile_s, bench.predict, bench.stop_below, cfg.resume = 0.0, False, None, False
     cfg.tracking.backend = "mlflow" if uri else "none"
     if uri:
@@ -98,21 +94,11 @@ def config_to_measure(folder: Path, overrides: Sequence[str], uri: Optional[str]
         raise ConfigError([f"{' '.join(overrides)}: {str(error).splitlines()[0]}"]) from None
 
 
-def windows(result: RunResult) -> list[float]:
-    rates = result.info.get("repeat_rates") or []
-    return [float(r) for r in rates] or ([result.metrics[M.THROUGHPUT]] if M.THROUGHPUT in result.metrics else [])
-
-
-def compared(base: RunResult, now: RunResult) -> tuple[Difference, str]:
-    """The change, and how it was paired: window by window when both runs measured the same schedule (the same
-    budget: each window's place in the epochs, its warm-up, its length), so what a place does to a window
-    (an epoch's start, a full prefetch queue) is the same on both sides; else the windows as two samples."""
-    same = all(base.info.get(k) == now.info.get(k) for k in SCHEDULE) and base.params.get(BATCHES) == \
-        now.params.get(BATCHES)
-    a, b = windows(base), windows(now)
-    if same and min(len(a), len(b)) >= 2:
-        return paired_difference(a, b), "paired window by window: both runs measured the same schedule"
-    return independent_difference(a, b), "the two runs' windows as two samples (Welch)"
+def run_rates(result: RunResult) -> list[float]:
+    """A run's rate: its median over its windows; a configuration measured several times (a sweep's repeats of
+    one configuration, pin_memory without an accelerator) counts each time."""
+    rates = result.info.get("configuration_rates") or [result.metrics.get(M.THROUGHPUT)]
+    return [float(r) for r in rates if r]
 
 
 def verdict(difference: Difference, tolerance: float) -> tuple[int, str]:
@@ -122,11 +108,12 @@ def verdict(difference: Difference, tolerance: float) -> tuple[int, str]:
     if difference.low >= -tolerance:
         return 0, f"OK: no fall beyond the {100 * tolerance:.0f}% tolerance (the whole interval is above it)"
     return 0, (f"OK, not shown either way: the interval reaches below -{100 * tolerance:.0f}% but not wholly; "
-               "more windows (bench.min_repeats=10) or a quieter host would tell")
+               "more runs (--runs 5) or a quieter host would tell")
 
 
 def settings(result: RunResult) -> str:
-    return ", ".join(f"{k.split('.')[-1]}={param_text(result.params[k])}" for k in SHOWN if k in result.params)
+    label = lambda key: key.removeprefix("loader.").removesuffix(".name")  # noqa: E731 - dataset=cifar10
+    return ", ".join(f"{label(key)}={param_text(result.params[key])}" for key in SHOWN if key in result.params)
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -138,10 +125,14 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--uri", help="the MLflow store: where a run id is found, and where this check's run is "
                                       "logged (experiment loaderexp-check); default: a run id is looked up in the "
                                       "default store, the check's run stays in its folder")
+    parser.add_argument("--runs", type=int, default=3, help="measure the configuration this many times, each in "
+                                                              "its own measuring process (default 3, at least 2)")
     parser.add_argument("--out", type=Path, help="the check's run folder (default: outputs/checks/<time>)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="changes to the baseline's settings")
     args = parser.parse_args(argv)
     logging.basicConfig(format="loaderexp: %(levelname)s: %(message)s", level=logging.INFO)
+    if args.runs < 2:
+        parser.error(f"--runs {args.runs}: at least 2 (the spread between runs is what the interval is made of)")
     if not 0 <= args.tolerance < 1:
         parser.error(f"--tolerance {args.tolerance}: a fraction in [0, 1), e.g. 0.05 for 5%")
     host = host_type_of(host_facts(isolate=True))
@@ -155,18 +146,22 @@ def main(argv: Optional[list[str]] = None) -> None:
         except (CannotCompare, ConfigError) as error:
             print(f"loaderexp check: cannot compare: {error}", file=sys.stderr)
             raise SystemExit(2) from None
-    out = args.out or Path("outputs") / "checks" / time.strftime("%Y-%m-%d_%H-%M-%S")
-    now = run(cfg, JobContext(output_dir=out.resolve(), overrides=list(args.overrides)))
+    out = (args.out or Path("outputs") / "checks" / time.strftime("%Y-%m-%d_%H-%M-%S")).resolve()
+    now = [run(cfg, JobContext(output_dir=out / f"run{i}", overrides=list(args.overrides))) for i in range(args.runs)]
     print(f"loaderexp check: {settings(base)}, on {host}")
-    print(f"  baseline  {base.metrics.get(M.THROUGHPUT, 0):>12,.0f} samples/s  ({len(windows(base))} windows; "
-          f"{base.run_id or folder})")
-    if now.status != "FINISHED":
-        print(f"  now       the measurement {now.status}: {now.error}")
+    before = run_rates(base)
+    print(f"  baseline  {base.metrics.get(M.THROUGHPUT, 0):>12,.0f} samples/s  ({len(before)} run"
+          f"{'s' if len(before) > 1 else ''}; {base.run_id or folder})")
+    failed = [r for r in now if r.status != "FINISHED"]
+    if failed:
+        print(f"  now       the measurement {failed[0].status}: {failed[0].error}")
         print("REGRESSION: the baseline's configuration no longer measures")
         raise SystemExit(1)
-    print(f"  now       {now.metrics[M.THROUGHPUT]:>12,.0f} samples/s  ({len(windows(now))} windows; {out})")
-    difference, how = compared(base, now)
-    print(f"  change    {difference.text()}, {how}")
+    rates = [r.metrics[M.THROUGHPUT] for r in now]
+    print(f"  now       {statistics.median(rates):>12,.0f} samples/s  ({len(rates)} runs: "
+          f"{', '.join(f'{r:,.0f}' for r in rates)}; {out})")
+    difference = runs_difference(before, rates)
+    print(f"  change    {difference.text()}: the interval counts how far this host's speed moves between runs")
     code, text = verdict(difference, args.tolerance)
     print(text)
     raise SystemExit(code)

@@ -106,3 +106,13 @@ def test_a_sweep_folder_or_its_mlflow_parent_run_is_a_baseline(data_root, tmp_pa
 def test_no_such_baseline_is_said_in_one_line(tmp_path):
     done = check("--baseline", str(tmp_path / "nothing-here"), cwd=REPO)
     assert done.returncode == 2 and "no such folder" in done.stderr
+
+
+def test_the_interval_is_made_of_the_spread_between_runs():
+    from loaderexp.result.paired import runs_difference
+
+    fell = runs_difference([1000.0], [660.0, 670.0, 650.0])
+    assert fell.mean == pytest.approx(-0.34, abs=0.01) and fell.high < -0.05  # a third slower, shown
+    drifting = runs_difference([1000.0], [900.0, 1100.0, 1000.0])  # a host whose speed moves 10% between runs
+    assert drifting.low < -0.2 and drifting.high > 0.2  # nothing shown either way
+    assert runs_difference([1000.0], [1000.0]).low == float("-inf")  # one run each: no spread to go by

@@ -65,3 +65,23 @@ def independent_difference(base: Sequence[float], other: Sequence[float]) -> Dif
     half = t95(degrees) * spread / mean_b
     mean = mean_o / mean_b - 1
     return Difference(mean, mean - half, mean + half, min(len(base), len(other)))
+
+
+def runs_difference(base: Sequence[float], other: Sequence[float]) -> Difference:
+    """Whole runs' rates (each run's median over its windows), ``other`` against ``base``: the ratio of their
+    geometric means, with t's interval from the spread between runs (pooled on the log scale).  Windows of
+    one run share its moment of the host; separate runs see how far the host's speed moves between them,
+    which is what a comparison across time has to allow for."""
+    logs_b = [math.log(r) for r in base if r > 0]
+    logs_o = [math.log(r) for r in other if r > 0]
+    if not logs_b or not logs_o:
+        return Difference(0.0, float("-inf"), float("inf"), 0)
+    mean_b, mean_o = statistics.fmean(logs_b), statistics.fmean(logs_o)
+    mean = math.exp(mean_o - mean_b) - 1
+    degrees = len(logs_b) + len(logs_o) - 2
+    if degrees < 1:
+        return Difference(mean, float("-inf"), float("inf"), len(logs_o))
+    squares = sum((x - mean_b) ** 2 for x in logs_b) + sum((x - mean_o) ** 2 for x in logs_o)
+    spread = math.sqrt(squares / degrees) * math.sqrt(1 / len(logs_b) + 1 / len(logs_o))
+    half = t95(degrees) * spread
+    return Difference(mean, math.exp(mean_o - mean_b - half) - 1, math.exp(mean_o - mean_b + half) - 1, len(logs_o))
