@@ -37,6 +37,7 @@ HF_NAMES = {"batch_size": "per_device_train_batch_size", "num_workers": "dataloa
             "persistent_workers": "dataloader_persistent_workers", "drop_last": "dataloader_drop_last"}
 FILES = ("loader.yaml", "dataloader_kwargs.json", "pytorch_snippet.py", "lightning_snippet.py", "hf_training_args.py")
 SHUFFLED = ("random",)  # samplers a DataLoader makes itself with shuffle=True
+OWN_SAMPLERS = {"RandomSampler": "random", "SequentialSampler": "sequential"}  # a DataModule's, by their class
 
 
 @dataclass
@@ -86,7 +87,11 @@ def tuned(pick: RunResult, results: Sequence[RunResult], source: str, host: str,
               f"the pick: {rate:,.0f} samples/s" + (f" (the fastest run: {fastest:,.0f})" if fastest > rate else ""),
               f"dataset: {pick.params.get(DATASET_NAME)}, sampler: {pick.params.get(SAMPLER_NAME)}, "
               f"backend: {pick.params.get(BACKEND, 'dataloader')}"]
-    return Tuned(kwargs, header, comments, pick.params.get(SAMPLER_NAME))
+    sampler = pick.params.get(SAMPLER_NAME)
+    own = pick.info.get("datamodule_baseline") or {}
+    if sampler == "datamodule":  # the DataModule's own: a shuffling DataLoader's, or one to pass on
+        sampler = OWN_SAMPLERS.get(own.get("sampler"), f"datamodule ({own.get('sampler', 'its own')})")
+    return Tuned(kwargs, header, comments, sampler)
 
 
 @dataclass
