@@ -136,6 +136,10 @@ def _multirun(arguments: list[str]) -> None:
     sys.argv = ["loaderexp", *arguments]
     try:
         main()
+    except SystemExit as stopped:  # Hydra refused the config, or the sweep could not start: said above
+        if stopped.code:
+            raise RuntimeError(f"the sweep did not run (exit status {stopped.code}): its error is printed above") \
+                from None
     finally:
         sys.argv = saved
         GlobalHydra.instance().clear()
