@@ -98,6 +98,12 @@ def test_a_sweep_folder_or_its_mlflow_parent_run_is_a_baseline(data_root, tmp_pa
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert "num_workers=2" in done.stdout  # the sweep's pick is what is measured again
     parent = json.loads((sweep / "sweep.json").read_text())["parent_run_id"]
+    # The same answer exported from MLflow alone: the parent run's children, their hosts, its confirmation.
+    exported = subprocess.run([sys.executable, "-m", "loaderexp.report", parent, "--uri", uri, "--export",
+                               str(tmp_path / "tuned")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    assert (tmp_path / "tuned" / "loader.yaml").read_text() == (sweep / "export" / "loader.yaml").read_text().replace(
+        f"from the sweep {sweep} (MLflow parent run {parent})", f"from the sweep MLflow run {parent} ({uri})")
     done = check("--baseline", parent, "--uri", uri, "--out", str(tmp_path / "b"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert "num_workers=2" in done.stdout

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
 from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Confirmation
 from loaderexp.report.export import export
-from loaderexp.report.load import load_results, results_from_mlflow
+from loaderexp.report.load import confirmation_from_mlflow, load_results, results_from_mlflow
 from loaderexp.report.params import X_AXIS, varying_params
 from loaderexp.report.plot import plot_throughput
 from loaderexp.report.table import summary_table
@@ -48,7 +49,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         except LookupError as error:
             parser.error(str(error))
         out = args.out or Path("outputs") / "reports" / args.sweep
-        confirmation = None
+        with tempfile.TemporaryDirectory() as scratch:  # the pick confirmed side by side, as the sweep logged it
+            confirmation = Confirmation.read(confirmation_from_mlflow(args.uri, args.sweep, Path(scratch)))
         source = f"MLflow run {args.sweep} ({args.uri})"
     else:
         folder = Path(args.sweep)

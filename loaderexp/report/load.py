@@ -39,8 +39,9 @@ def results_from_mlflow(uri: str, parent_run_id: str) -> list[tuple[Path, RunRes
     for run in sorted(runs, key=lambda r: r.info.start_time):
         params = {k: _parse(v) for k, v in run.data.params.items()}
         info = {k[len("info."):]: _parse(v) for k, v in run.data.tags.items() if k.startswith("info.")}
+        host = {k[len("host."):]: _parse(v) for k, v in run.data.tags.items() if k.startswith("host.")}
         result = RunResult(status=run.info.status, params=params, metrics=dict(run.data.metrics), info=info,
-                           error=run.data.tags.get("error"), run_id=run.info.run_id)
+                           error=run.data.tags.get("error"), run_id=run.info.run_id, host=host)
         items.append((Path(run.data.tags.get("loaderexp.output_dir", run.info.run_id)), result))
     return items
 
@@ -74,6 +75,14 @@ def _parse(text: str):
         except ValueError:
             pass
     return text
+
+
+def confirmation_from_mlflow(uri: str, parent_run_id: str, into: Path) -> Path:
+    """The folder ``into`` with the sweep parent's confirmation.json in it, when the sweep logged one."""
+    client, _ = _opened(uri, parent_run_id)
+    if "confirmation.json" in {a.path for a in client.list_artifacts(parent_run_id)}:
+        client.download_artifacts(parent_run_id, "confirmation.json", str(into))
+    return into
 
 
 def download_runs(uri: str, run_id: str, into: Path) -> Path:
