@@ -80,7 +80,7 @@ def measure(dataset: Any = None, *, overrides: Sequence[str] = (), tracking: Opt
     from loaderexp.runner import JobContext, run
 
     _in_main_process()
-    folder = Path(output_dir or Path("outputs") / "runs" / time.strftime("%Y-%m-%d_%H-%M-%S")).resolve()
+    folder = Path(output_dir or Path("outputs") / "runs" / time.strftime("%Y-%m-%d/%H-%M-%S")).resolve()
     composed = [*_dataset_overrides(dataset, folder), *_knob_overrides(knobs), *overrides,
                 *_tracking_overrides(tracking, experiment)]
     return run(compose(composed), JobContext(output_dir=folder, overrides=composed))
@@ -114,7 +114,7 @@ def sweep(dataset: Any = None, grid: Optional[Mapping[str, Sequence[Any]]] = Non
     over ``dataset``, as ``python -m loaderexp -m`` sweeps it; ``knobs`` fix the others."""
     _in_main_process()
     grid = dict(grid or {"num_workers": [0, 1, 2]})
-    folder = Path(sweep_dir or Path("outputs") / "multiruns" / time.strftime("%Y-%m-%d_%H-%M-%S")).resolve()
+    folder = Path(sweep_dir or Path("outputs") / "multiruns" / time.strftime("%Y-%m-%d/%H-%M-%S")).resolve()
     _knob_overrides({k: None for k in grid})  # the grid's keys are knobs too
     axes = [f"loader.{k}=" + ",".join(_value(v) for v in values) for k, values in grid.items()]
     if not all(grid.values()):

@@ -4,6 +4,7 @@ files (dataset=hf), and a dataset object handed to loaderexp.measure / loaderexp
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -156,3 +157,13 @@ def test_importing_loaderexp_loads_neither_hydra_nor_mlflow():
             "print(sorted({n.split('.')[0] for n in sys.modules} & {'hydra', 'mlflow', 'torch'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example,says", [("measure_from_python.py", "pick: num_workers="),
+                                          ("hf_local_dataset.py", "Recommendation: num_workers=")])
+def test_the_examples_run_offline_as_written(example, says, data_root, tmp_path):
+    done = subprocess.run([sys.executable, str(REPO / "examples" / example), "--quick"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert says in done.stdout
