@@ -20,7 +20,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 from loaderexp.config import ConfigError, compose
 from loaderexp.config.schema import LoaderConfig
 from loaderexp.data.objects import register
-from loaderexp.result import RunResult
+from loaderexp.result import RunResult, param_text  # a value as the config writes it: null, true
 from loaderexp.result import metrics as M
 
 KNOBS = tuple(f.name for f in dataclasses.fields(LoaderConfig))
@@ -28,21 +28,12 @@ ROW_METRICS = {"samples_per_s": M.THROUGHPUT, "iqr": M.THROUGHPUT_IQR, "pss_mb":
                "of_ceiling": M.CEILING_FRACTION}
 
 
-def _value(value: Any) -> str:
-    """A Python value as a Hydra override's value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
-
-
 def _knob_overrides(knobs: Mapping[str, Any]) -> list[str]:
     unknown = sorted(set(knobs) - set(KNOBS))
     if unknown:
         raise ConfigError([f"{unknown[0]}: not a DataLoader knob loaderexp sweeps; valid: {', '.join(KNOBS)} "
                            "(anything else: overrides=['bench=quick', ...])"])
-    return [f"loader.{k}={_value(v)}" for k, v in knobs.items()]
+    return [f"loader.{k}={param_text(v)}" for k, v in knobs.items()]
 
 
 def _dataset_overrides(dataset: Any, folder: Path) -> list[str]:
@@ -116,7 +107,7 @@ def sweep(dataset: Any = None, grid: Optional[Mapping[str, Sequence[Any]]] = Non
     grid = dict(grid or {"num_workers": [0, 1, 2]})
     folder = Path(sweep_dir or Path("outputs") / "multiruns" / time.strftime("%Y-%m-%d/%H-%M-%S")).resolve()
     _knob_overrides({k: None for k in grid})  # the grid's keys are knobs too
-    axes = [f"loader.{k}=" + ",".join(_value(v) for v in values) for k, values in grid.items()]
+    axes = [f"loader.{k}=" + ",".join(param_text(v) for v in values) for k, values in grid.items()]
     if not all(grid.values()):
         raise ConfigError([f"grid: {next(k for k, v in grid.items() if not v)} has no values"])
     arguments = ["-m", *axes, *_dataset_overrides(dataset, folder / "dataset"), *_knob_overrides(knobs), *overrides,
@@ -146,21 +137,20 @@ def _multirun(arguments: list[str]) -> None:
 
 
 def _report(folder: Path, planned: int) -> SweepReport:
-    from loaderexp.report import load_results, recommend, summary_table
+    from loaderexp.report import load_results, summary_table
     from loaderexp.report.confirm import Confirmation
     from loaderexp.report.export import recommended
 
     items = load_results(folder)
     if not items:
         raise RuntimeError(f"the sweep recorded none of its {planned} runs in {folder}: see its log above")
-    results = [r for _, r in items]
-    rows = [_row(folder, r) for folder, r in items]
+    rows = [_row(job, r) for job, r in items]
     confirmation = Confirmation.read(folder)
     picks = recommended(items, confirmation)
-    pick = picks[0].result if picks else (recommend(results).result if recommend(results) else None)
-    chosen = next((row for row, r in zip(rows, results) if r is pick), None)
+    # By folder: with repeats of one configuration merged, the pick is a merged copy of one of its runs.
+    chosen = next((row for row in rows if picks and row["folder"] == str(picks[0].folder)), None)
     exported = sorted((folder / "export").rglob("*")) if (folder / "export").is_dir() else []
-    return SweepReport(rows, results, summary_table(items, confirmation), folder, chosen,
+    return SweepReport(rows, [r for _, r in items], summary_table(items, confirmation), folder, chosen,
                        [p for p in exported if p.is_file()])
 
 

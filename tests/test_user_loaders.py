@@ -167,3 +167,16 @@ def test_the_examples_run_offline_as_written(example, says, data_root, tmp_path)
                           capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert says in done.stdout
+
+
+def test_the_sweeps_recommendation_is_found_when_repeats_of_one_configuration_are_merged(tmp_path):
+    from loaderexp.api import _report
+    from loaderexp.result import RunResult
+
+    host = {"cpu_model": "Test CPU", "cpu_count": 2, "hostname": "box", "cuda_available": False}
+    for job, (workers, pin, rate) in enumerate([(0, True, 1000), (0, False, 1010), (1, True, 1900), (1, False, 2000)]):
+        RunResult(status="FINISHED", params={"loader.num_workers": workers, "loader.pin_memory": pin},
+                  metrics={"throughput_samples_per_s": rate, "throughput_iqr_rel": 0.01}, info={"delivery_ok": True},
+                  host=host).write(tmp_path / str(job))
+    report = _report(tmp_path, 4)
+    assert report.recommendation is not None and report.recommendation["num_workers"] == 1  # pin_memory is inert here
