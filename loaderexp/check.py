@@ -23,10 +23,9 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-from loaderexp.config import Config, ConfigError, compose
-from loaderexp.config.store import structured
+from loaderexp.config import RESOLVED_CONFIG, ConfigError, compose, config_from_file
 from loaderexp.execute.dispatch import host_facts
 from loaderexp.report.confirm import Confirmation
 from loaderexp.report.export import recommended
@@ -36,7 +35,7 @@ from loaderexp.result import (BACKEND, BATCH_SIZE, DATASET_NAME, NUM_WORKERS, PI
                               RunResult, param_text)
 from loaderexp.result import metrics as M
 from loaderexp.result.paired import Difference, runs_difference
-from loaderexp.runner import RESOLVED_CONFIG, JobContext, run
+from loaderexp.runner import JobContext, run
 
 log = logging.getLogger("loaderexp")
 SHOWN = (NUM_WORKERS, BATCH_SIZE, PIN_MEMORY, "loader.prefetch_factor", "loader.persistent_workers", DATASET_NAME,
@@ -76,13 +75,13 @@ def _default_uri() -> str:
     return str(compose([]).tracking.uri)
 
 
-def config_to_measure(folder: Path, overrides: Sequence[str], uri: Optional[str]) -> "OmegaConf":
+def config_to_measure(folder: Path, overrides: Sequence[str], uri: Optional[str]) -> DictConfig:
     """The baseline's resolved config, its changes applied, without the sweep-level passes (profile,
     prediction)."""
     resolved = folder / RESOLVED_CONFIG
     if not resolved.is_file():
         raise CannotCompare(f"{folder}: no {RESOLVED_CONFIG} to measure it again from")
-    cfg = OmegaConf.merge(structured(Config), OmegaConf.load(resolved))
+    cfg = config_from_file(resolved)
     bench = cfg.bench  # its windows as the baseline took them: each run's median is comparable
     bench.profile_s, bench.predict, bench.stop_below, cfg.resume = 0.0, False, None, False
     cfg.tracking.backend = "mlflow" if uri else "none"

@@ -24,6 +24,7 @@ import psutil
 from omegaconf import DictConfig, OmegaConf
 
 from loaderexp.config import (
+    RESOLVED_CONFIG,
     Config,
     ConfigError,
     apply_python_path,
@@ -48,7 +49,6 @@ from loaderexp.result.ceiling import ceiling_figures
 from loaderexp.result.figures import figures
 
 log = logging.getLogger("loaderexp")
-RESOLVED_CONFIG = "resolved_config.yaml"
 SHARED_HOST_WARNING = ("bench.shared_host_ok=true: other measurements may have run on this host at the same time; "
                        "its figures can be low by an unknown amount")
 

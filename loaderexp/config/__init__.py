@@ -13,10 +13,12 @@ settings adds a check to ``validation``.
 """
 
 from loaderexp.config.compose import (
+    RESOLVED_CONFIG,
     apply_python_path,
     compose,
     composed_spec,
     config_dir,
+    config_from_file,
     config_hash,
     flatten,
     plain,
@@ -31,6 +33,7 @@ from loaderexp.config.validation import check_targets, check_tracking, validate,
 
 __all__ = [
     "META_KEYS",
+    "RESOLVED_CONFIG",
     "Config",
     "ConfigError",
     "apply_python_path",
@@ -39,6 +42,7 @@ __all__ = [
     "compose",
     "composed_spec",
     "config_dir",
+    "config_from_file",
     "config_hash",
     "flatten",
     "plain",

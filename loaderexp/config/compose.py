@@ -20,6 +20,7 @@ from loaderexp.config.schema import Config, TargetNode
 from loaderexp.config.store import register_configs
 
 NODES = ("dataset", "sampler", "transform")  # the free-form groups built with instantiate
+RESOLVED_CONFIG = "resolved_config.yaml"  # what each run writes beside result.json: its whole spec, resolved
 
 
 def config_dir() -> Path:
@@ -73,11 +74,17 @@ def to_spec(cfg: DictConfig) -> Config:
     return resolve_auto_transform(composed_spec(cfg))
 
 
-def spec_from_file(path: Path) -> Config:
-    """A run's typed spec from the ``resolved_config.yaml`` it wrote: to measure that run again."""
+def config_from_file(path: Path) -> DictConfig:
+    """A run's config from the ``resolved_config.yaml`` it wrote (:data:`RESOLVED_CONFIG`), against the schema
+    again: to measure that run again, changed or not."""
     from loaderexp.config.store import structured
 
-    return composed_spec(OmegaConf.merge(structured(Config), OmegaConf.load(path)))
+    return OmegaConf.merge(structured(Config), OmegaConf.load(path))
+
+
+def spec_from_file(path: Path) -> Config:
+    """A run's typed spec from the ``resolved_config.yaml`` it wrote."""
+    return composed_spec(config_from_file(path))
 
 
 def resolve_auto_transform(spec: Config) -> Config:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from loaderexp.report.confirm import CONFIRMATION_FILE
 from loaderexp.result import RESULT_FILE, RunResult
 
 log = logging.getLogger("loaderexp")
@@ -80,9 +81,13 @@ def _parse(text: str):
 def confirmation_from_mlflow(uri: str, parent_run_id: str, into: Path) -> Path:
     """The folder ``into`` with the sweep parent's confirmation.json in it, when the sweep logged one."""
     client, _ = _opened(uri, parent_run_id)
-    if "confirmation.json" in {a.path for a in client.list_artifacts(parent_run_id)}:
-        client.download_artifacts(parent_run_id, "confirmation.json", str(into))
+    _download_confirmation(client, parent_run_id, into)
     return into
+
+
+def _download_confirmation(client, run_id: str, into: Path) -> None:
+    if CONFIRMATION_FILE in {a.path for a in client.list_artifacts(run_id)}:
+        client.download_artifacts(run_id, CONFIRMATION_FILE, str(into))
 
 
 def download_runs(uri: str, run_id: str, into: Path) -> Path:
@@ -93,13 +98,11 @@ def download_runs(uri: str, run_id: str, into: Path) -> Path:
     client, run = _opened(uri, run_id)
     children = client.search_runs([run.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run_id}'",
                                   max_results=10_000)
-    names = {artifact.path for artifact in client.list_artifacts(run_id)}
-    if "confirmation.json" in names:
-        client.download_artifacts(run_id, "confirmation.json", str(into))
+    _download_confirmation(client, run_id, into)
     for child in children or [run]:
         folder = into / child.info.run_id
         folder.mkdir(parents=True, exist_ok=True)
-        for name in (RESULT_FILE, "resolved_config.yaml"):
+        for name in (RESULT_FILE, "resolved_config.yaml"):  # config.RESOLVED_CONFIG (report does not import config)
             try:
                 client.download_artifacts(child.info.run_id, name, str(folder))
             except (MlflowException, OSError):

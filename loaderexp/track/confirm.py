@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from loaderexp.config import spec_from_file
+from loaderexp.config import RESOLVED_CONFIG, spec_from_file
 from loaderexp.execute.dispatch import compare_specs
 from loaderexp.execute.host_lock import exclusive_host
 from loaderexp.report import recommend
@@ -26,7 +26,6 @@ from loaderexp.result import metrics as M
 from loaderexp.result.paired import Difference, paired_difference
 
 log = logging.getLogger("loaderexp")
-RESOLVED_CONFIG = "resolved_config.yaml"
 
 
 def compare_runs(base: Path, rival: Path, seconds: float) -> Difference:

@@ -270,9 +270,11 @@ def _close_parent(status: str, artifacts: list[Path], items: list, elapsed: floa
     if STATE.tracker is None or STATE.parent_run_id is None:
         return
     from loaderexp.report import stage_metrics
+    from loaderexp.report.confirm import CONFIRMATION_FILE
 
     try:
-        confirmed = [STATE.sweep_dir / "confirmation.json"] if (STATE.sweep_dir / "confirmation.json").is_file() else []
+        confirmation = STATE.sweep_dir / CONFIRMATION_FILE
+        confirmed = [confirmation] if confirmation.is_file() else []
         for artifact in [*artifacts, *confirmed, *sorted((STATE.sweep_dir / "profiles").glob("*.json"))]:
             STATE.tracker.log_file(STATE.parent_run_id, artifact)
         for path in exported:  # under export/, as in the sweep folder (a node type's own subfolder kept)

@@ -18,9 +18,12 @@ import subprocess
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from loaderexp.result import DATA_ROOT, DATASET_NAME, DATASET_ROOT, DATASET_TARGET, NUM_WORKERS, STOP_BELOW, param_text
+from loaderexp.config import RESOLVED_CONFIG
+from loaderexp.result import (DATA_ROOT, DATASET_NAME, DATASET_ROOT, DATASET_TARGET, NUM_WORKERS, RESULT_FILE, STOP_BELOW,
+                              param_text)
 from loaderexp.result import metrics as M
 from loaderexp.track.stores import client
+from loaderexp.track.versions import DIFF_FILE
 
 PARAM_VALUE_LIMIT = 6000
 CHARTED = (M.THROUGHPUT, M.PSS)  # the sweep's charts, against the swept knob
@@ -203,7 +206,7 @@ def log_result(tracker: MlflowTracker, run_id: str, result: Any, folder: Path) -
     tracker.log(run_id, params=result.params, metrics=result.metrics, tags=tags)
     if result.status == "FINISHED":
         _log_dataset(tracker, run_id, result)
-    for name in ("result.json", "resolved_config.yaml", "batches.csv", "config.diff"):
+    for name in (RESULT_FILE, RESOLVED_CONFIG, "batches.csv", DIFF_FILE):
         if (folder / name).is_file():
             tracker.log_file(run_id, folder / name)
     tracker.end_run(run_id, result.status)
