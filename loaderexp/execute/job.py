@@ -126,6 +126,14 @@ def build_step(step: StepConfig, device: torch.device) -> Optional[Callable[[Any
     return None if factory is None else factory(device, **step_knobs(factory, step))
 
 
+def consumer_for(spec: Config, target: torch.device) -> tuple[Consumer, bool]:
+    """What the loop does with each batch (the copy to ``target``, the step), and whether that is nothing:
+    nothing to copy, pin-check or compute, so the per-batch hook stays out of the hot loop."""
+    consumer = Consumer(HostToDevice(target, spec.device.non_blocking), build_step(spec.step, target),
+                        prefetch=spec.device.prefetch)
+    return consumer, consumer.step is None and target.type == "cpu" and not torch.cuda.is_available()
+
+
 # torch's warnings for what a run records itself (more workers than CPUs, pin_memory without an
 # accelerator): a sweep prints one line per job, not the same advice twice per job.
 RECORDED_WARNINGS = (r"This DataLoader will create \d+ worker processes in total",
@@ -175,10 +183,7 @@ def measure(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[
     loader_spec = spec.loader
     warnings += shm_preflight(dataset, iterable, loader_spec.batch_size, loader_spec.num_workers,
                               loader_spec.prefetch_factor)
-    to_device = HostToDevice(target, spec.device.non_blocking)
-    consumer = Consumer(to_device, build_step(spec.step, target), prefetch=spec.device.prefetch)
-    # Nothing to copy, pin-check or compute: leave the per-batch hook out of the hot loop.
-    idle = consumer.step is None and target.type == "cpu" and not torch.cuda.is_available()
+    consumer, idle = consumer_for(spec, target)
     per_epoch = length_of(loader)
     budget, plan = budget_from(spec.bench, loader_spec, per_epoch), repeat_plan(spec.bench)
     warnings += idle_workers_warning(loader_spec, per_epoch)
@@ -206,7 +211,7 @@ def measure(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[
     record = delivery.record()
     warnings += [f"delivery check failed: {p}" for p in record.problems]
     return Measurement(windows=windows, stopped=stopped, budget=budget, noise_threshold=spec.bench.noise_threshold,
-                       transfer=to_device.stats(), step=consumer.times(), resources=monitor.stats(),
+                       transfer=consumer.to_device.stats(), step=consumer.times(), resources=monitor.stats(),
                        delivery=record, facts=facts, warnings=warnings, memory=probe.record(), cold=cold)
 
 

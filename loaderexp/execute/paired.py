@@ -1,5 +1,5 @@
 """Settings compared side by side in one measuring process, on one dataset (:mod:`loaderexp.harness.paired`):
-the sweep's confirmation of its pick, and a regression check against a baseline."""
+the sweep's confirmation of its pick against its rivals."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from loaderexp.config.schema import Config
 from loaderexp.execute.job import (
     OnBatch,
     budget_from,
-    build_step,
     configured_dataset,
+    consumer_for,
     length_of,
     measured_loader,
     quiet_torch_warnings,
@@ -20,8 +20,6 @@ from loaderexp.execute.job import (
 )
 from loaderexp.harness.paired import Side, interleaved
 from loaderexp.harness.records import PairedRates
-from loaderexp.harness.steps import Consumer
-from loaderexp.harness.transfer import HostToDevice
 
 WINDOW_S = 0.5  # each window; with its start and warm-up a round of two costs about 1.3 s
 ROUND_COST = 0.7  # seconds a window costs, its start and warm-up included (measured: 0.65 s), for planning
@@ -30,13 +28,9 @@ MIN_ROUNDS = 3
 
 def side_of(spec: Config, dataset: Any) -> Side:
     loader, delivery = measured_loader(spec, dataset)
-    target = resolve_device(spec.device.type)
-    step = build_step(spec.step, target)
-    idle = step is None and target.type == "cpu"
-    consumer = None if idle else Consumer(HostToDevice(target, spec.device.non_blocking), step,
-                                          prefetch=spec.device.prefetch)
+    consumer, idle = consumer_for(spec, resolve_device(spec.device.type))  # as the measured loop has it
     warmup = budget_from(spec.bench, spec.loader, length_of(loader)).warmup_batches
-    return Side(loader, warmup, delivery.payload, consumer)
+    return Side(loader, warmup, delivery.payload, None if idle else consumer)
 
 
 def compare(specs: list[Config], seconds: float, on_batch: Optional[OnBatch] = None,
