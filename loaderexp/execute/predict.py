@@ -23,7 +23,7 @@ from loaderexp.result import IGNORED_PARAMS, NUM_WORKERS, PREDICTED, RESULT_FILE
 from loaderexp.result import metrics as M
 from loaderexp.result.ceiling import machine_of
 
-SWEEP_RECORD = "sweep.json"
+SWEEP_RECORD = "sweep.json"  # the sweep's record: its MLflow parent, its axes and its jobs (track.sweep writes it)
 
 
 def _workers_and_rest(overrides: list[str]) -> tuple[Optional[int], tuple[str, ...]]:

@@ -26,6 +26,7 @@ from loaderexp.config import ConfigError, check_tracking, composed_spec
 from loaderexp.config.schema import TrackingConfig
 from loaderexp.result import metrics as M
 from loaderexp.result import PREDICTED
+from loaderexp.execute.predict import SWEEP_RECORD  # the jobs read it back: execute owns its name
 from loaderexp.track.launchers import check_launcher
 from loaderexp.track.stores import refuse_credentials_in_uri
 
@@ -46,7 +47,6 @@ class SweepState:
 
 
 STATE = SweepState()
-SWEEP_RECORD = "sweep.json"  # the sweep's MLflow parent run, found again by resume=true
 EXPORT_DIR = "export"  # the recommendation as files for the user's training (report.export)
 
 
