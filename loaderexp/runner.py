@@ -95,7 +95,6 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         result.params = spec_params(spec)
         job.output_dir.mkdir(parents=True, exist_ok=True)
         (job.output_dir / RESOLVED_CONFIG).write_text(OmegaConf.to_yaml(OmegaConf.create(plain(spec))))
-        _record_config_sources(result, job)
         result.config_hash = config_hash(result.params, result.host)
         if spec.resume:
             done = already_measured(job.output_dir.parent, result.config_hash)
@@ -103,6 +102,7 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
                 log.info("%s: already measured in %s, skipped (resume=true)", job.label, done.parent)
                 reused, result = True, RunResult.read(done)
                 return result
+        _record_config_sources(result, job)  # not for a run resumed from its folder: that one keeps its own
         checked = None
         if spec.bench.predict and job.index is not None:
             checked = _checked(spec, result, job)
