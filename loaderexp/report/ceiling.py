@@ -48,7 +48,7 @@ def limit_lines(model: CeilingModel) -> list[str]:
     lines = ["This machine's limits (samples/s):"]
     for limit in model.limits():
         rate = f"{limit.rate:>12,.0f}" if limit.rate else f"{'-':>12}"
-        mark = "  <- the ceiling" if limit is ceiling or limit == ceiling else ""
+        mark = "  <- the ceiling" if limit == ceiling else ""  # limits() makes new ones each call
         lines.append(f"  {limit.name:<13}{rate}  {limit.how}{'' if limit.applies else ' (does not apply)'}{mark}")
     lines.append(f"  {ceiling.name} binds: {ceiling.lift}.")
     return lines

@@ -24,7 +24,7 @@ from typing import Any, Optional, Sequence
 from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Confirmation
 from loaderexp.report.hosts import by_host_type
-from loaderexp.report.recommend import RANKS_KEY, recommend
+from loaderexp.report.recommend import RANKS_KEY, TOLERANCE, recommend
 from loaderexp.result import BACKEND, DATASET_NAME, SAMPLER_NAME, RunResult
 from loaderexp.result import metrics as M
 
@@ -107,7 +107,7 @@ class Pick:
 
 
 def recommended(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confirmation] = None,
-                tolerance: float = 0.05) -> list[Pick]:
+                tolerance: float = TOLERANCE) -> list[Pick]:
     """The recommendation of each node type and rank count: the confirmed pick when the sweep confirmed it."""
     groups = by_host_type(items)
     found = []
@@ -129,7 +129,7 @@ def recommended(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[
 
 
 def picks(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confirmation], source: str,
-          tolerance: float = 0.05) -> dict[str, Tuned]:
+          tolerance: float = TOLERANCE) -> dict[str, Tuned]:
     """Each recommendation as DataLoader keywords, by the relative folder its files go to."""
     return {p.where: tuned(p.result, p.results, source, p.host, p.ranks)
             for p in recommended(items, confirmation, tolerance)}

@@ -19,11 +19,12 @@ class Recommendation:
 
 
 RANKS_KEY = RANKS
+TOLERANCE = 0.05  # a run within 5% of the best is as good as it: fewer workers win
 NOISE_ALLOWANCE_CAP = 3  # a measured spread widens the tolerance to at most 3x itself
 ABOVE_CEILING = 0.10  # a pick this far above the modelled ceiling: the model, not the run, is off
 
 
-def recommend(results: Sequence[RunResult], tolerance: float = 0.05) -> Optional[Recommendation]:
+def recommend(results: Sequence[RunResult], tolerance: float = TOLERANCE) -> Optional[Recommendation]:
     """The fewest workers whose throughput the sweep cannot tell from the best: each worker costs
     memory and a core.
 

@@ -11,12 +11,9 @@ from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Confirmation
 from loaderexp.report.hosts import by_host_type, overlaps
 from loaderexp.report.params import short_key, varying_params
-from loaderexp.report.recommend import RANKS_KEY, recommend
+from loaderexp.report.recommend import RANKS_KEY, TOLERANCE, recommend
 from loaderexp.result import NUM_WORKERS, PREDICTED, RunResult, param_text
 from loaderexp.result import metrics as M
-
-
-CONFIRM_TOLERANCE = 0.05  # the recommendation's
 
 
 def _fmt(value: Optional[float], digits: int = 1) -> str:
@@ -87,7 +84,7 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
             continue
         notes.append(rec.text)
         if confirmation is not None and count == 1:
-            notes.append(confirmation.text(axes, CONFIRM_TOLERANCE))
+            notes.append(confirmation.text(axes, TOLERANCE))
         notes += ["", *ceiling_sections([r for r in results if _ranks(r) == count], rec.result)]
     return "\n".join(lines + ([""] + notes if notes else []))
 

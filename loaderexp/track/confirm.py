@@ -19,6 +19,7 @@ from loaderexp.config import RESOLVED_CONFIG, spec_from_file
 from loaderexp.execute.dispatch import compare_specs
 from loaderexp.execute.host_lock import exclusive_host
 from loaderexp.report import recommend
+from loaderexp.report.recommend import TOLERANCE
 from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Comparison, Confirmation, fastest_rival, fewer_workers_rival
 from loaderexp.result import RunResult
@@ -46,7 +47,7 @@ def _skipped(results: Sequence[RunResult], pick: RunResult) -> str:
 
 
 def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
-                 tolerance: float = 0.05) -> Optional[Confirmation]:
+                 tolerance: float = TOLERANCE) -> Optional[Confirmation]:
     """The pick confirmed (or replaced) side by side within about ``seconds``; None without a pick."""
     items = as_configurations(items)[0]  # runs that differ only in what changes nothing here are one
     results = [r for _, r in items]
