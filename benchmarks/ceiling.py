@@ -62,7 +62,7 @@ def show(name: str, results: list, seconds: float, checked: bool) -> int:
         ratio = predicted / measured
         failed += checked and abs(ratio - 1) > 0.10
         print(f"  {r.params[NUM_WORKERS]:>7}  {measured:>10,.0f}  {predicted:>10,.0f}  {ratio:>6.3f}  "
-              f"{r.metrics[M.CEILING]:,.0f} ({r.info.get('ceiling_binding')})")
+              f"{r.metrics[M.CEILING]:,.0f} ({r.info.ceiling_binding})")
     best = max(r.metrics[M.THROUGHPUT] for r in results)
     print(f"  highest measured {best:,.0f} against the ceiling {results[-1].metrics[M.CEILING]:,.0f}: "
           f"{best / results[-1].metrics[M.CEILING]:.2f}")

@@ -44,7 +44,7 @@ from benchmarks.common import REPO, sweep  # noqa: E402
 from loaderexp.config import Config, compose, to_spec  # noqa: E402
 from loaderexp.data.build import build_dataset, build_loader, build_sampler, build_transform  # noqa: E402
 from loaderexp.execute.holder import heartbeat  # noqa: E402
-from loaderexp.execute.job import measure_job, measured_loader, seed_everything  # noqa: E402
+from loaderexp.execute.job import BuiltDataset, measure_job, measured_loader, seed_everything  # noqa: E402
 from loaderexp.harness.records import spread  # noqa: E402
 from loaderexp.report import recommend  # noqa: E402
 from loaderexp.result import NUM_WORKERS, RunResult  # noqa: E402
@@ -190,7 +190,7 @@ def cost_rounds(rounds: int, batches: int, workers: int, batch_size: int) -> dic
                 beat(done, total)
                 on_batch(done)
 
-            measure_job(cfg, on_batch=production, dataset=dataset)  # seeds itself
+            measure_job(cfg, on_batch=production, built=BuiltDataset(dataset))  # seeds itself
         else:
             seed_everything(seed)  # as measure_job does: the same sample order
             bare_loop(loader(), warmup, batches, on_batch)

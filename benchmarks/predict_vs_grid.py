@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.adaptive_vs_epochs import naive_pick, run_naive  # noqa: E402
 from benchmarks.common import REPO, sweep  # noqa: E402
 from loaderexp.report import recommend  # noqa: E402
-from loaderexp.result import PREDICTED  # noqa: E402
+from loaderexp.result import Status  # noqa: E402
 
 
 def grid_sweep(data_root: Path, workers: list[int], folder: Path, predict: bool) -> tuple[float, int, int]:
@@ -37,7 +37,7 @@ def grid_sweep(data_root: Path, workers: list[int], folder: Path, predict: bool)
     done = sweep([f"loader.num_workers={','.join(map(str, workers))}", "bench.confirm_s=0",
                   f"bench.predict={'true' if predict else 'false'}"], folder,
                  env={"LOADEREXP_DATA_ROOT": str(data_root)})
-    measured = [r for r in done.results if r.status != PREDICTED]
+    measured = [r for r in done.results if r.status is not Status.PREDICTED]
     return done.seconds, recommend(done.results).result.workers, len(measured)
 
 

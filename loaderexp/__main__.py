@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 
 from hydra_plugins.loaderexp_search.search_sweeper import SearchSweeper
 from loaderexp.config import Config, ConfigError, check_tracking, composed_spec, config_dir
-from loaderexp.result import RunResult
+from loaderexp.result import RunResult, Status
 from loaderexp.runner import JobContext, run
 from loaderexp.track.versions import composed_from
 
@@ -61,7 +61,7 @@ def main(cfg: DictConfig) -> Optional[RunResult]:
         result = run(cfg, job)
     except KeyboardInterrupt:
         if multirun:
-            sweep.finish_sweep("KILLED")
+            sweep.finish_sweep(Status.KILLED)
         print("loaderexp: interrupted; finished runs are kept", file=sys.stderr)
         raise SystemExit(130)
     if multirun:
@@ -69,7 +69,7 @@ def main(cfg: DictConfig) -> Optional[RunResult]:
     from loaderexp.report import summary_table
 
     print(summary_table([(job.output_dir, result)]))
-    if result.status != "FINISHED":
+    if not result.finished:
         for line in (result.error or "unknown error").splitlines():
             print(f"loaderexp: error: {line}", file=sys.stderr)
         raise SystemExit(1)

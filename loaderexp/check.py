@@ -29,10 +29,10 @@ from loaderexp.config import RESOLVED_CONFIG, ConfigError, compose, config_from_
 from loaderexp.execute.dispatch import host_facts
 from loaderexp.report.confirm import Confirmation
 from loaderexp.report.export import recommended
-from loaderexp.report.hosts import host_type, host_type_of
+from loaderexp.report.hosts import host_type
 from loaderexp.report.load import download_runs, load_results
 from loaderexp.result import (BACKEND, BATCH_SIZE, DATASET_NAME, NUM_WORKERS, PIN_MEMORY, RANKS, RESULT_FILE,
-                              RunResult, param_text)
+                              TOLERANCE, RunResult, Status, param_text)
 from loaderexp.result import metrics as M
 from loaderexp.result.paired import Difference, runs_difference
 from loaderexp.runner import JobContext, run
@@ -59,7 +59,7 @@ def baseline_run(baseline: str, uri: Optional[str], host: str, scratch: Path) ->
             raise CannotCompare(str(error)) from None
     if (path / RESULT_FILE).is_file():
         return path, RunResult.read(path / RESULT_FILE)
-    items = [(f, r) for f, r in load_results(path) if r.status == "FINISHED"]
+    items = [(f, r) for f, r in load_results(path) if r.finished]
     if not items:
         raise CannotCompare(f"--baseline {baseline}: no finished run there")
     here = [p for p in recommended(items, Confirmation.read(path)) if p.host == host]
@@ -96,7 +96,7 @@ def config_to_measure(folder: Path, overrides: Sequence[str], uri: Optional[str]
 def run_rates(result: RunResult) -> list[float]:
     """A run's rate: its median over its windows; a configuration measured several times (a sweep's repeats of
     one configuration, pin_memory without an accelerator) counts each time."""
-    rates = result.info.get("configuration_rates") or [result.metrics.get(M.THROUGHPUT)]
+    rates = result.info.configuration_rates or [result.metrics.get(M.THROUGHPUT)]
     return [float(r) for r in rates if r]
 
 
@@ -120,7 +120,8 @@ def main(argv: Optional[list[str]] = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", required=True, help="a run folder, a sweep folder (its pick) or an MLflow run "
                                                           "id (a run, or a sweep's parent: its pick)")
-    parser.add_argument("--tolerance", type=float, default=0.05, help="the fall allowed (default 0.05: 5%%)")
+    parser.add_argument("--tolerance", type=float, default=TOLERANCE,
+                        help=f"the fall allowed (default {TOLERANCE:g}: {100 * TOLERANCE:g}%%)")
     parser.add_argument("--uri", help="the MLflow store: where a run id is found, and where this check's run is "
                                       "logged (experiment loaderexp-check); default: a run id is looked up in the "
                                       "default store, the check's run stays in its folder")
@@ -134,7 +135,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         parser.error(f"--runs {args.runs}: at least 2 (the spread between runs is what the interval is made of)")
     if not 0 <= args.tolerance < 1:
         parser.error(f"--tolerance {args.tolerance}: a fraction in [0, 1), e.g. 0.05 for 5%")
-    host = host_type_of(host_facts(isolate=True))
+    host = host_facts(isolate=True).kind
     with tempfile.TemporaryDirectory(prefix="loaderexp-baseline-") as scratch:
         try:
             folder, base = baseline_run(args.baseline, args.uri, host, Path(scratch))
@@ -151,7 +152,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     before = run_rates(base)
     print(f"  baseline  {base.metrics.get(M.THROUGHPUT, 0):>12,.0f} samples/s  ({len(before)} run"
           f"{'s' if len(before) > 1 else ''}; {base.run_id or folder})")
-    failed = [r for r in now if r.status != "FINISHED"]
+    failed = [r for r in now if not r.finished]
     if failed:
         print(f"  now       the measurement {failed[0].status}: {failed[0].error}")
         print("REGRESSION: the baseline's configuration no longer measures")

@@ -35,7 +35,6 @@ from loaderexp.config import (
     plain,
     resolve_auto_transform,
     spec_params,
-    validate,
     without_inapplicable,
 )
 from loaderexp.execute.faults import explain
@@ -44,7 +43,8 @@ from loaderexp.execute.host_lock import exclusive_host
 from loaderexp.execute.predict import predicted_instead
 from loaderexp.execute.profiling import ProfileStore, profile_key
 from loaderexp.execute.progress import JobProgress
-from loaderexp.result import RESULT_FILE, RunResult, machine_facts
+from loaderexp.loading.registry import checked
+from loaderexp.result import RESULT_FILE, RunFacts, RunResult, Status, machine_facts
 from loaderexp.result.ceiling import ceiling_figures
 from loaderexp.result.figures import figures
 
@@ -86,7 +86,7 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
     """Measure the configured loader once (``bench.repeats`` times) and record the result."""
     job = job or JobContext(output_dir=Path.cwd() / "outputs" / "runs" / time.strftime("%Y-%m-%d_%H-%M-%S"))
     spec = composed_spec(cfg)
-    result = RunResult(status="RUNNING", params=spec_params(spec), host=machine_facts())
+    result = RunResult(status=Status.RUNNING, params=spec_params(spec), host=machine_facts())
     tracker = run_id = None
     reused = False
     try:
@@ -114,10 +114,10 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         spec = checked or _checked(spec, result, job)
         _measure_into(result, spec, job)
     except KeyboardInterrupt:
-        result.status, result.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
+        result.status, result.error = Status.KILLED, "interrupted (Ctrl-C or SIGTERM)"
         raise
     except Exception as error:  # a job's failure is its own: record it, let the sweep go on
-        result.status = "FAILED"
+        result.status = Status.FAILED
         if isinstance(error, ConfigError) or getattr(error, "kind", None) == ConfigError.__name__:
             result.error = str(error)  # a ConfigError from the measuring process keeps its own words
         else:
@@ -125,7 +125,7 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
     finally:
         if not reused:
             # The runner's own memory after each job: it must stay flat across a long sweep.
-            result.info["runner_rss_mb"] = round(psutil.Process().memory_info().rss / 2**20, 1)
+            result.info.runner_rss_mb = round(psutil.Process().memory_info().rss / 2**20, 1)
             _record(result, job, tracker, run_id)
     return result
 
@@ -135,8 +135,8 @@ def _record_config_sources(result: RunResult, job: JobContext) -> None:
     from loaderexp.track.versions import DIFF_FILE, config_diff, inspect_sources
 
     sources = inspect_sources(job.config_sources or ((str(config_dir()), "main"),))
-    result.info["config_sources"] = [s.to_dict() for s in sources]
-    result.info["config_dirty"] = any(s.dirty for s in sources)
+    result.info.config_sources = [s.to_dict() for s in sources]
+    result.info.config_dirty = any(s.dirty for s in sources)
     diff = config_diff(sources)
     if diff:
         (job.output_dir / DIFF_FILE).write_text(diff)
@@ -147,11 +147,11 @@ def _checked(spec: Config, result: RunResult, job: JobContext) -> Config:
     happen in the measuring process), and the knobs that need workers left out without them."""
     apply_python_path(spec)
     host = result.host
-    result.warnings = validate(spec, host["cuda_available"], host["cpus_usable"], gpus=host.get("gpu_count"),
-                               targets=not spec.bench.isolate)
+    result.warnings = checked(spec, bool(host.cuda_available), host.cpus_usable or 1, gpus=host.gpu_count,
+                              targets=not spec.bench.isolate)
     loader, not_applied = without_inapplicable(spec.loader)
     if not_applied:
-        result.info["not_applied"] = not_applied
+        result.info.not_applied = not_applied
     for warning in result.warnings:
         log.warning("%s: %s", job.label, warning)
     log.info("%s: %s", job.label, job.run_name)
@@ -163,7 +163,7 @@ def _checked(spec: Config, result: RunResult, job: JobContext) -> Config:
 def _measure_into(result: RunResult, spec: Config, job: JobContext) -> None:
     """Hold the host, measure, and name what was measured into ``result``."""
     progress = JobProgress(job.label)
-    host_use: dict[str, Any] = {}
+    host_use = RunFacts()
     profiles, key = ProfileStore(job.sweep_dir), profile_key(spec, result.host)
     known = profiles.get(key)
     try:
@@ -179,9 +179,8 @@ def _measure_into(result: RunResult, spec: Config, job: JobContext) -> None:
     result.metrics = named.metrics
     result.info.update(named.info)
     result.warnings += named.warnings
-    result.status = "FINISHED"
-    if measured.profile is not None:
-        result.profile = measured.profile.to_dict()
+    result.status = Status.FINISHED
+    result.profile = measured.profile
     ceiling_metrics, ceiling_info = ceiling_figures(result)
     result.metrics.update(ceiling_metrics)
     result.info.update(ceiling_info)
@@ -192,15 +191,15 @@ def _describe_failure(result: RunResult, error: Exception) -> None:
     """The error, its traceback, and a known fault's likely cause and remedy."""
     kind = getattr(error, "kind", type(error).__name__)  # a child's error keeps its own class name
     result.error = f"{kind}: {error}"
-    result.info["traceback"] = getattr(error, "details", "") or traceback.format_exc(limit=20)
+    result.info.traceback = getattr(error, "details", "") or traceback.format_exc(limit=20)
     # torch reports a dead worker either as "killed by signal: X" or, when the pipe breaks
     # first, as "exited unexpectedly" with the signal only in the chained traceback: surface it.
-    signal_line = re.search(r"DataLoader worker \(pid \d+\) is killed by signal: [^.\n]+", result.info["traceback"])
+    signal_line = re.search(r"DataLoader worker \(pid \d+\) is killed by signal: [^.\n]+", result.info.traceback)
     if signal_line and signal_line.group(0) not in result.error:
         result.error += f" ({signal_line.group(0)})"
-    known = explain(f"{result.error}\n{result.info['traceback']}")
+    known = explain(f"{result.error}\n{result.info.traceback}")
     if known is not None:
-        result.info["fault"], result.info["remedy"] = known
+        result.info.fault, result.info.remedy = known
         result.error += f"\nlikely cause: {known[0]}; {known[1]}"
 
 
@@ -211,7 +210,7 @@ def already_measured(sweep_dir: Path, wanted_hash: str) -> Optional[Path]:
             previous = RunResult.read(path)
         except (OSError, ValueError):
             continue  # a half-written or foreign file is not a measurement
-        if previous.status == "FINISHED" and previous.config_hash == wanted_hash:
+        if previous.finished and previous.config_hash == wanted_hash:
             return path
     return None
 
@@ -242,7 +241,7 @@ def _tags(result: RunResult, job: JobContext) -> dict[str, Any]:
     tags["loaderexp.config_hash"] = result.config_hash
     tags["loaderexp.output_dir"] = str(job.output_dir)
     tags["loaderexp.overrides"] = " ".join(job.overrides)
-    own = [s["commit"] for s in result.info.get("config_sources", []) if s["provider"] == "main"]
+    own = [s["commit"] for s in result.info.config_sources or [] if s["provider"] == "main"]
     commit = own[0] if own else git_commit(str(config_dir().parent))
     if commit:
         tags["mlflow.source.git.commit"] = commit
@@ -262,7 +261,7 @@ def _write_batches(folder: Path, table: str, result: RunResult, label: str) -> N
 def _not_written(result: RunResult, path: Path, error: OSError, label: str) -> None:
     reason = f"{path.name} could not be written to {path} ({error.strerror or error})"
     log.error("%s: %s; the measurement still goes to MLflow", label, reason)
-    result.info.setdefault("not_written", []).append(reason)
+    result.info.not_written = [*(result.info.not_written or []), reason]
     result.warnings.append(reason)
 
 
@@ -279,7 +278,7 @@ def _record(result: RunResult, job: JobContext, tracker: Any, run_id: Optional[s
     """result.json first (it survives a broken tracking store), then MLflow; a failed write of either
     loses neither the measurement nor the sweep."""
     path = _write_result(result, job)
-    if result.status == "FAILED":
+    if result.status is Status.FAILED:
         log.error("%s failed: %s", job.label, result.error)
     if tracker is None or run_id is None:
         return

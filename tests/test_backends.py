@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from loaderexp.config import ConfigError, composed_spec, validate
+from loaderexp.config import ConfigError, composed_spec
+from loaderexp.loading.registry import checked
 from tests.conftest import REPO
 from tests.test_datasets import SMALL, run_small
 
@@ -13,7 +14,7 @@ BACKENDS = ["dataloader", "nodes_thread", "nodes_process", "spdl"]
 
 
 def _validate(compose_cfg, overrides):
-    return validate(composed_spec(compose_cfg(overrides)), False, 2, targets=False)
+    return checked(composed_spec(compose_cfg(overrides)), False, 2, targets=False)
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -48,8 +49,8 @@ def test_every_backend_loads_every_dataset_with_delivery_ok(compose_cfg, tmp_pat
     result = run_small(compose_cfg, tmp_path, [f"dataset={dataset}", f"backend={backend}", "loader.num_workers=2",
                                                "sampler=random", *SMALL[dataset]])
     assert result.status == "FINISHED", result.error
-    assert result.info["backend"] == backend
-    assert result.info["delivery_ok"] is True, result.info["delivery_problems"]
+    assert result.info.backend == backend
+    assert result.info.delivery_ok is True, result.info.delivery_problems
     assert result.metrics["throughput_samples_per_s"] > 0 and result.metrics["pss_peak_mb"] > 0
     if backend == "nodes_thread" or backend == "spdl":
         assert "worker_start_method" not in result.info  # threads: no processes to start
@@ -81,7 +82,7 @@ def test_host_facts_say_whether_the_gil_is_on():
     from loaderexp.result import machine_facts
 
     expected = sys._is_gil_enabled() if hasattr(sys, "_is_gil_enabled") else True
-    assert machine_facts()["gil_enabled"] is expected
+    assert machine_facts().gil_enabled is expected
 
 
 def test_a_backend_whose_package_is_missing_says_how_to_install_it(compose_cfg, monkeypatch):

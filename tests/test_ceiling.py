@@ -13,7 +13,7 @@ from loaderexp.model import CeilingModel, Machine
 from loaderexp.model.knee import knee_seeds, plan
 from loaderexp.model.whatif import what_ifs
 from loaderexp.report.configurations import as_configurations
-from loaderexp.result import NUM_WORKERS, PIN_MEMORY, PREDICTED, RunResult
+from loaderexp.result import NUM_WORKERS, PIN_MEMORY, TOLERANCE, RunResult, Status
 from loaderexp.result import metrics as M
 from loaderexp.result.paired import independent_difference, paired_difference
 from tests.conftest import REPO, run_cli
@@ -40,7 +40,7 @@ def test_the_ceiling_is_the_lowest_limit_and_the_curve_rises_to_it():
     assert model.predict(0) == pytest.approx(1000)  # one process, 1 ms a sample
     assert model.predict(2) == pytest.approx(2 / 0.0011)  # two workers, each 1.1 ms a sample
     assert model.predict(16) == pytest.approx(limits["CPU"])
-    assert model.knee(list(range(9))) == 4  # the fewest within 5% of the best
+    assert model.knee(list(range(9)), TOLERANCE) == 4  # the fewest within 5% of the best
 
 
 def test_a_main_process_that_pays_per_batch_binds_and_a_step_adds_to_it():
@@ -66,15 +66,15 @@ def test_the_cores_efficiency_measured_with_all_workers_scales_the_cpu_limit():
 def test_a_grid_is_cut_short_only_where_the_measurements_agree_with_the_model():
     model = CeilingModel(profile(), Machine(cores=4, batch_size=10))
     values = list(range(9))
-    agreeing = plan(model, values, {0: 1000.0})
+    agreeing = plan(model, values, {0: 1000.0}, TOLERANCE)
     assert agreeing.knee == 4 and agreeing.candidates == (3, 4, 5)
     assert not agreeing.measure(1, {0: 1000.0}) and agreeing.measure(4, {0: 1000.0})
     assert agreeing.measure(7, {0: 1000.0})  # past the knee: not until its neighbours confirmed it
     confirmed = {0: 1000.0, 3: model.predict(3), 4: model.predict(4), 5: model.predict(5)}
-    assert not plan(model, values, confirmed).measure(7, confirmed)
+    assert not plan(model, values, confirmed, TOLERANCE).measure(7, confirmed)
     missed = {0: 1000.0, 4: 0.5 * model.predict(4)}
-    assert plan(model, values, missed).measure(1, missed) and not plan(model, values, missed).trusted
-    assert knee_seeds(model, values) == [4, 3, 5]
+    assert plan(model, values, missed, TOLERANCE).measure(1, missed) and not plan(model, values, missed, TOLERANCE).trusted
+    assert knee_seeds(model, values, TOLERANCE) == [4, 3, 5]
 
 
 def test_paired_differences_cancel_a_drift_that_independent_windows_take_for_a_difference():
@@ -132,12 +132,12 @@ def test_bench_predict_measures_the_knee_and_predicts_the_rest(tmp_path, data_ro
                     f"hydra.sweep.dir={tmp_path / 's'}"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     results = {r.params[NUM_WORKERS]: r for r in (RunResult.read(p) for p in (tmp_path / "s").glob("*/result.json"))}
-    predicted = sorted(w for w, r in results.items() if r.status == PREDICTED)
+    predicted = sorted(w for w, r in results.items() if r.status is Status.PREDICTED)
     measured = sorted(w for w, r in results.items() if r.status == "FINISHED")
     assert measured == [5, 6] and predicted == [0, 1, 2, 3, 4], (measured, predicted)
     for w in predicted:
         assert results[w].metrics[M.PREDICTED] == pytest.approx(500 * max(w, 1), rel=0.1)
-        assert "bench.predict: not measured" in results[w].info["predicted"]
+        assert "bench.predict: not measured" in results[w].info.predicted
     assert "PREDICTED: bench.predict took the model's figure" in (tmp_path / "s" / "report.txt").read_text()
 
 

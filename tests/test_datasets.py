@@ -30,7 +30,7 @@ def run_small(compose_cfg, tmp_path, overrides):
 def test_dataset_and_sampler_run_with_delivery_ok(compose_cfg, tmp_path, dataset, sampler):
     result = run_small(compose_cfg, tmp_path, [f"dataset={dataset}", f"sampler={sampler}", *SMALL[dataset]])
     assert result.status == "FINISHED", result.error
-    assert result.info["delivery_ok"] is True, result.info["delivery_problems"]
+    assert result.info.delivery_ok is True, result.info.delivery_problems
     assert result.metrics["throughput_samples_per_s"] > 0
     if dataset == "stream" and sampler != "sequential":
         assert any("ignored: an IterableDataset orders its own samples" in w for w in result.warnings)
@@ -45,7 +45,7 @@ def test_distributed_sampler_loads_one_ranks_share(compose_cfg, tmp_path):
 def test_imagefolder_reports_bytes_read_and_is_generated_once(compose_cfg, tmp_path, data_root):
     overrides = ["dataset=imagefolder", *SMALL["imagefolder"]]
     first = run_small(compose_cfg, tmp_path, overrides)
-    assert first.info["data_source"] == "generated"
+    assert first.info.data_source == "generated"
     assert first.metrics["read_mb_per_s"] > 0
     jpegs = sorted((data_root / "imagefolder").rglob("*.jpg"))
     assert len(jpegs) == 60
@@ -64,7 +64,7 @@ def test_missing_image_folder_without_generation_names_the_key(compose_cfg, tmp_
 def test_iterable_dataset_shards_across_workers(compose_cfg, tmp_path):
     result = run_small(compose_cfg, tmp_path, ["dataset=stream", "sampler=sequential", "loader.num_workers=2",
                                                *SMALL["stream"]])
-    assert result.info["delivery_ok"] is True
+    assert result.info.delivery_ok is True
     assert result.metrics["measured_samples"] == 200
 
 
@@ -72,7 +72,7 @@ def test_iterable_dataset_that_does_not_shard_is_flagged(compose_cfg, tmp_path):
     result = run_small(compose_cfg, tmp_path, ["dataset=stream", "sampler=sequential", "dataset.shard=false",
                                                "loader.num_workers=2", *SMALL["stream"]])
     assert result.status == "FINISHED"
-    assert result.info["delivery_ok"] is False
+    assert result.info.delivery_ok is False
     assert any("does not shard across workers" in w for w in result.warnings)
 
 
@@ -94,11 +94,11 @@ def test_prebatched_items_with_batch_size_null(compose_cfg, tmp_path, workers, s
                                                "dataset.batch=64", "loader.batch_size=null", f"sampler={sampler}",
                                                f"loader.num_workers={workers}", "bench=epochs"])
     assert result.status == "FINISHED", result.error
-    assert result.info["delivery_ok"] is True, result.info["delivery_problems"]
-    assert result.info["batches_per_epoch"] == 16  # 15 items of 64 and one of 40
+    assert result.info.delivery_ok is True, result.info.delivery_problems
+    assert result.info.batches_per_epoch == 16  # 15 items of 64 and one of 40
     # One whole epoch per repeat after the warm-up batches: the samples are the items' own.
     per_repeat = result.metrics["measured_samples"] / result.metrics["repeats"]
-    assert per_repeat == 1000 - result.info["warmup_batches"] * 64
+    assert per_repeat == 1000 - result.info.warmup_batches * 64
 
 
 def test_batch_size_null_refuses_drop_last(compose_cfg):

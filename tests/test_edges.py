@@ -49,7 +49,7 @@ def test_resuming_with_a_changed_grid_never_writes_into_another_configurations_f
     assert sorted(seed for seed, _ in configs.values()) == [0, 1, 2]
     assert all(recorded == measured for recorded, measured in configs.values())  # no folder holds two
     for name, result in before.items():  # what was measured stays where it was, untouched
-        assert RunResult.read(sweep / name / "result.json").info["measured_from"] == result.info["measured_from"]
+        assert RunResult.read(sweep / name / "result.json").info.measured_from == result.info.measured_from
     parent, runs = children(store)
     assert len(runs) == 3 and {r.data.params["bench.seed"] for r in runs} == {"0", "1", "2"}
     assert "bench.seed=0,1,2" in parent.data.tags["loaderexp.grid"]  # the grid as it is now
@@ -235,8 +235,8 @@ def test_more_workers_than_an_epoch_has_batches_size_the_warmup_to_the_epoch(com
 
     result = run(compose_cfg([*TINY, "tracking=none", "loader.num_workers=12"]), JobContext(output_dir=tmp_path))
     assert result.status == "FINISHED", result.error
-    per_epoch = result.info["batches_per_epoch"]  # 256 samples in batches of 32
-    assert per_epoch == 8 and result.info["warmup_batches"] <= per_epoch and result.info["round_size"] <= per_epoch
+    per_epoch = result.info.batches_per_epoch  # 256 samples in batches of 32
+    assert per_epoch == 8 and result.info.warmup_batches <= per_epoch and result.info.round_size <= per_epoch
     assert any("loader.num_workers=12 for 8 batches an epoch" in w for w in result.warnings)
 
 

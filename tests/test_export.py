@@ -146,7 +146,7 @@ def test_report_export_from_a_sweep_folder(tmp_path):
 def test_a_datamodules_own_random_sampler_is_exported_as_shuffle(tmp_path):
     run = result(2, 3000)
     run.params["sampler.name"] = "datamodule"
-    run.info["datamodule_baseline"] = {"sampler": "RandomSampler"}
+    run.info.datamodule_baseline = {"sampler": "RandomSampler"}
     export([(Path("2"), run)], tmp_path, "s")
     assert "DataLoader(self.train_dataset, shuffle=True, **DATALOADER_KWARGS)" in (
         tmp_path / "lightning_snippet.py").read_text()

@@ -66,7 +66,7 @@ def test_segfault_in_the_loading_process_itself_is_contained(compose_cfg, tmp_pa
     result = run(cfg, JobContext(output_dir=tmp_path / "job"))
     assert result.status == "FAILED"
     assert "killed by signal SIGSEGV" in result.error
-    assert result.info["fault"] == "segmentation fault"
+    assert result.info.fault == "segmentation fault"
 
 
 def test_hang_in_c_code_in_the_loading_process_is_killed(compose_cfg, tmp_path):
@@ -74,7 +74,7 @@ def test_hang_in_c_code_in_the_loading_process_is_killed(compose_cfg, tmp_path):
                        "bench.job_timeout_s=3"])
     started = time.monotonic()
     result = run(cfg, JobContext(output_dir=tmp_path / "job"))
-    assert result.status == "FAILED" and result.info["fault"] == "hang"
+    assert result.status == "FAILED" and result.info.fault == "hang"
     assert time.monotonic() - started < 60
 
 

@@ -6,16 +6,17 @@ import multiprocessing as mp
 import time
 
 from loaderexp.execute.host_lock import exclusive_host
+from loaderexp.result import RunFacts
 
 
 def hold(label: str, seconds: float, shared_ok: bool, queue) -> None:
-    facts: dict = {}
+    facts = RunFacts()
     with exclusive_host(label, shared_ok, facts):
         time.sleep(seconds)
     queue.put((label, facts))
 
 
-def run_two(shared_ok: bool) -> dict[str, dict]:
+def run_two(shared_ok: bool) -> dict[str, RunFacts]:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     first = ctx.Process(target=hold, args=("job 1", 1.0, shared_ok, queue))
@@ -32,9 +33,9 @@ def test_a_second_measurement_waits_for_the_host(tmp_path, monkeypatch):
     monkeypatch.setenv("LOADEREXP_HOST_LOCK", str(tmp_path / "host.lock"))
     facts = run_two(shared_ok=False)
     one, two = facts["job 1"], facts["job 2"]
-    assert one["host_lock"] == two["host_lock"] == "exclusive"
-    assert two["measured_from"] >= one["measured_until"]  # no overlap
-    assert two["waited_for_host_s"] > 0 and one["waited_for_host_s"] < two["waited_for_host_s"]
+    assert one.host_lock == two.host_lock == "exclusive"
+    assert two.measured_from >= one.measured_until  # no overlap
+    assert two.waited_for_host_s > 0 and one.waited_for_host_s < two.waited_for_host_s
     assert (tmp_path / "host.lock").read_text() == "loaderexp host lock\n"  # nobody named as holding it now
 
 
@@ -42,8 +43,8 @@ def test_shared_host_ok_lets_measurements_overlap(tmp_path, monkeypatch):
     monkeypatch.setenv("LOADEREXP_HOST_LOCK", str(tmp_path / "host.lock"))
     facts = run_two(shared_ok=True)
     one, two = facts["job 1"], facts["job 2"]
-    assert two["measured_from"] < one["measured_until"]
-    assert one["host_lock"].startswith("shared") and "waited_for_host_s" not in two
+    assert two.measured_from < one.measured_until
+    assert one.host_lock.startswith("shared") and two.waited_for_host_s is None
 
 
 def test_a_killed_holder_frees_the_host(tmp_path, monkeypatch):
@@ -55,7 +56,7 @@ def test_a_killed_holder_frees_the_host(tmp_path, monkeypatch):
     time.sleep(1.0)
     holder.kill()
     holder.join(10)
-    facts: dict = {}
+    facts = RunFacts()
     with exclusive_host("job 2", False, facts):
         pass
-    assert facts["waited_for_host_s"] < 5
+    assert facts.waited_for_host_s < 5

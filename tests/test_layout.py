@@ -19,19 +19,19 @@ STAGES = ("config", "data", "loading", "harness", "execute", "track", "report", 
 
 # What each stage may import from loaderexp (itself always); ``result`` is the plain value all share.
 ALLOWED = {
-    "config": {"result"},
+    "config": {"result", "harness"},  # only harness's torch-free records (TORCH_FREE): bench.budget's modes
     "data": {"config"},
     "loading": {"config", "data", "harness"},
     "harness": set(),
     "execute": {"config", "data", "loading", "harness", "result", "model"},
     "report": {"result", "model"},
     "track": {"config", "execute", "result", "report", "search"},
-    "search": {"config", "report", "result", "model"},
+    "search": {"config", "loading", "report", "result", "model"},  # loading: the stacks' checks, up front
     "result": {"harness", "model"},  # only harness's torch-free records (test_result_loads_no_torch)
     "model": {"harness"},  # only its torch-free records
 }
-FORBIDDEN_THIRD_PARTY = {"harness": ("hydra", "omegaconf", "mlflow"), "execute": ("mlflow",),
-                         "report": ("hydra", "omegaconf"), "data": ("mlflow",), "loading": ("mlflow",),
+FORBIDDEN_THIRD_PARTY = {"harness": ("hydra", "omegaconf", "mlflow"), "execute": ("hydra", "omegaconf", "mlflow"),
+                         "report": ("hydra", "omegaconf"), "data": ("mlflow",), "loading": ("hydra", "omegaconf", "mlflow"),
                          "result": ("torch", "hydra", "omegaconf", "mlflow", "numpy"),
                          "model": ("torch", "hydra", "omegaconf", "mlflow", "numpy")}
 MAX_LINES = 300
@@ -48,10 +48,57 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports_of(path: Path, known: set[str]) -> set[str]:
-    """Every module this file imports, at any depth of the file (lazy imports count too)."""
+# harness modules that import no torch: the stages before it (config, result, model) may read them.
+TORCH_FREE = {"loaderexp.harness.records", "loaderexp.harness.stages", "loaderexp.harness.memory",
+              "loaderexp.harness.batches", "loaderexp.harness.cgroup"}
+DYNAMIC = ("import_module", "__import__")  # importlib.import_module(name), __import__(name)
+
+
+def _package_of(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1])
+
+
+def dynamic_imports(tree: ast.AST, path: Path, known: set[str]) -> set[str]:
+    """The modules an ``importlib.import_module(...)`` or ``__import__(...)`` can reach: a constant name, or
+    every known module under the constant prefix of an f-string (module-level string constants and
+    ``__package__`` resolved), so an import by a computed name is seen as an import of its whole package."""
+    constants = {t.id: n.value.value for n in getattr(tree, "body", []) if isinstance(n, ast.Assign)
+                 for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, ast.Constant)
+                 and isinstance(n.value.value, str)}
+    constants["__package__"] = _package_of(path)
+    named = {t.id: n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)  # module_name = f"..."
+             for t in n.targets if isinstance(t, ast.Name) and isinstance(n.value, (ast.Constant, ast.JoinedStr))}
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args and
+                getattr(node.func, "attr", getattr(node.func, "id", None)) in DYNAMIC):
+            continue
+        argument, prefix = node.args[0], ""
+        if isinstance(argument, ast.Name) and argument.id in named:
+            argument = named[argument.id]
+        if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+            found.add(argument.value)
+            continue
+        parts = argument.values if isinstance(argument, ast.JoinedStr) else [argument]
+        for part in parts:
+            if isinstance(part, ast.Constant):
+                prefix += str(part.value)
+            elif isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name) \
+                    and part.value.id in constants:
+                prefix += constants[part.value.id]
+            else:
+                break
+        found |= {m for m in known if m.startswith(prefix)} if prefix.startswith("loaderexp.") else {prefix or "?"}
+    return found
+
+
+def imports_of(path: Path, known: set[str]) -> set[str]:
+    """Every module this file imports, at any depth of the file (lazy and dynamic imports count too)."""
+    found: set[str] = set()
+    tree = ast.parse(path.read_text())
+    found |= dynamic_imports(tree, path, known)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -89,6 +136,25 @@ def test_each_stage_imports_only_the_stages_before_it():
                 if target == banned or target.startswith(banned + "."):
                     wrong.append(f"{module} imports {target}")
     assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_the_stages_before_harness_read_only_its_torch_free_records():
+    wrong = sorted(f"{m} imports {t}" for m, imported in GRAPH.items() if stage_of(m) in ("config", "result", "model")
+                   for t in imported if stage_of(t) == "harness" and t not in TORCH_FREE)
+    assert wrong == []
+
+
+def test_dynamic_imports_are_seen(tmp_path):
+    """An import by a computed name counts as an import of every module it can reach."""
+    known = set(GRAPH)
+    source = tmp_path / "probe.py"
+    source.write_text('import importlib\nPKG = "loaderexp.loading"\n'
+                      'def f(name):\n    return importlib.import_module(f"{PKG}.{name}")\n'
+                      'def g():\n    return __import__("loaderexp.report.table")\n')
+    found = dynamic_imports(ast.parse(source.read_text()), PACKAGE / "config" / "probe.py", known)
+    assert "loaderexp.loading.spdl" in found and "loaderexp.loading.dataloader" in found
+    assert "loaderexp.report.table" in found and not any(m.startswith("loaderexp.harness") for m in found)
+    assert "loaderexp.loading.spdl" in GRAPH["loaderexp.loading.registry"]  # the registry's own, seen
 
 
 def test_nothing_imports_the_runner_but_the_entry_points():
@@ -198,7 +264,7 @@ def test_the_param_names_results_are_read_by_are_settings():
     import loaderexp.result as result
 
     declared = {k: v for k, v in vars(result).items() if k.isupper() and isinstance(v, str)
-                and k not in ("RESULT_FILE", "PREDICTED")}  # a file name and a status, not params
+                and k not in ("RESULT_FILE",)}  # a file name, not a param
     assert declared and set(declared.values()) <= setting_names() | {"data_root"}
 
 

@@ -80,8 +80,8 @@ def test_summarize_turns_fake_repeats_into_figures():
     # The epoch estimate: start-up plus 100 batches at the measured batch rate (16 batches in the windows).
     assert metrics["epoch_time_est_s"] == pytest.approx(0.5 + 100 / (16 / window))
     assert metrics["step_ms_mean"] == pytest.approx(20)
-    assert info["bound"] == "loader-bound" and metrics["noisy"] == 1.0  # IQR/median 13% > 10%
-    assert metrics["h2d_measured"] == 0.0 and "not measured" in info["h2d"]
+    assert info.bound == "loader-bound" and metrics["noisy"] == 1.0  # IQR/median 13% > 10%
+    assert metrics["h2d_measured"] == 0.0 and "not measured" in info.h2d
 
 
 def test_a_scalar_first_field_does_not_count_as_the_batch():
@@ -226,11 +226,11 @@ def test_adaptive_repeats_stop_when_precise_or_at_the_cap(compose_cfg):
         return figures(measure_job(cfg))
 
     loose = measured("bench.min_repeats=2", "bench.max_repeats=5", "bench.precision=1.0")
-    assert loose.metrics["repeats"] == 2 and loose.info["repeats_stopped"] == "precise"
+    assert loose.metrics["repeats"] == 2 and loose.info.repeats_stopped == "precise"
     strict = measured("bench.min_repeats=2", "bench.max_repeats=3", "bench.precision=1e-12")
-    assert strict.metrics["repeats"] == 3 and strict.info["repeats_stopped"] == "max_repeats"
+    assert strict.metrics["repeats"] == 3 and strict.info.repeats_stopped == "max_repeats"
     fixed = measured("bench.repeats=1")
-    assert fixed.metrics["repeats"] == 1 and fixed.info["repeats_stopped"] == "fixed"
+    assert fixed.metrics["repeats"] == 1 and fixed.info.repeats_stopped == "fixed"
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -242,7 +242,7 @@ def test_a_user_collate_fn_is_used_and_its_batch_counted_right(compose_cfg, work
         f"+dataset.python_path={REPO}"]))
     apply_python_path(cfg)
     m = figures(measure_job(cfg))
-    assert m.info["delivery_ok"] is True
+    assert m.info.delivery_ok is True
     per_sample = 3 * 32 * 32 * 4 + 8  # an image and its label; the scalar field is a few bytes a batch
     assert m.metrics["throughput_mb_per_s"] * 1e6 / m.metrics["throughput_samples_per_s"] == pytest.approx(per_sample, rel=0.01)
 
@@ -300,4 +300,4 @@ def test_on_cuda_prefetch_runs_every_step_and_times_it_on_the_device(compose_cfg
     cfg = to_spec(compose_cfg([*TINY, "tracking=none", "device=cuda", "device.prefetch=true",
                                "loader.pin_memory=true", "step=matmul", "step.size=512"]))
     m = figures(measure_job(cfg))
-    assert m.metrics["step_ms_mean"] > 0 and m.info["bound"] in ("loader-bound", "transfer-bound", "compute-bound")
+    assert m.metrics["step_ms_mean"] > 0 and m.info.bound in ("loader-bound", "transfer-bound", "compute-bound")

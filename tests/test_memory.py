@@ -90,7 +90,7 @@ def test_workers_that_copy_a_list_backed_dataset_are_measured_over_an_epoch_and_
     m = copying.metrics
     assert m[M.MEMORY_GROWTH] > 1.0 and m[M.WORKER_MEMORY] > 25  # ~4 KB a sample read: 80 MB over 2 workers
     assert m[M.PSS] >= m[M.PSS_MEASURED] - 0.1 and m[M.DATASET_MEMORY] > 60
-    assert copying.info["memory_basis"].startswith(("measured over a whole epoch", "projected to one epoch"))
+    assert copying.info.memory_basis.startswith(("measured over a whole epoch", "projected to one epoch"))
     assert any("each worker copies ~" in w and "numpy arrays, Arrow or a memory-mapped file" in w
                for w in copying.warnings)
     flat = _run(compose_cfg, tmp_path, [*LIST, "dataset=array_backed", "loader.num_workers=2"])
@@ -116,8 +116,8 @@ def test_a_cold_page_cache_is_measured_on_a_jpeg_folder_side_by_side_with_a_warm
     m, info = result.metrics, result.info
     assert m[M.COLD] > 0 and m[M.THROUGHPUT] > 0 and m[M.COLD_EPOCH] > 0 and m[M.STORAGE_READ] > 0
     assert m[M.RESIDENT] < 0.2  # the files really left the page cache (mincore)
-    assert 0 < m[M.FILE_MB] < m[M.AVAILABLE] and info["cache_stays_warm"] is True
-    assert "300 files" in info["cache"] and "evicted from the page cache" in info["cache"]
+    assert 0 < m[M.FILE_MB] < m[M.AVAILABLE] and info.cache_stays_warm is True
+    assert "300 files" in info.cache and "evicted from the page cache" in info.cache
 
 
 @pytest.mark.parametrize("overrides,why", [
@@ -126,7 +126,7 @@ def test_a_cold_page_cache_is_measured_on_a_jpeg_folder_side_by_side_with_a_warm
 ])
 def test_a_dataset_without_files_to_evict_has_no_cold_figure_and_says_why(compose_cfg, tmp_path, overrides, why):
     result = _run(compose_cfg, tmp_path, [*overrides, "bench.cache=both", "tracking=none"])
-    assert M.COLD not in result.metrics and why in result.info["cache"]
+    assert M.COLD not in result.metrics and why in result.info.cache
 
 
 def test_the_recommendation_uses_the_cold_figures_when_the_files_cannot_stay_warm():
@@ -146,5 +146,5 @@ def test_a_dataset_that_pickles_large_is_said_to_slow_spawned_workers(compose_cf
     result = _run(compose_cfg, tmp_path, [*TINY, "tracking=none", "dataset._target_=tests.faulty.Heavy",
                                           f"+dataset.python_path={REPO}", "loader.num_workers=1",
                                           "loader.multiprocessing_context=spawn"])
-    assert result.metrics[M.DATASET_PICKLE] > 40 and result.info["worker_start_method"] == "spawn"
+    assert result.metrics[M.DATASET_PICKLE] > 40 and result.info.worker_start_method == "spawn"
     assert any("the dataset pickles to" in w and "spawn" in w for w in result.warnings)

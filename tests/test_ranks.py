@@ -53,7 +53,7 @@ def test_two_ranks_load_at_once_and_one_run_holds_both(compose_cfg, tmp_path, wo
     result = run(cfg, JobContext(output_dir=tmp_path / "job"))
     assert result.status == "FINISHED", result.error
     m, info = result.metrics, result.info
-    assert m["ranks"] == 2 and info["ranks"] == 2
+    assert m["ranks"] == 2 and info.ranks == 2
     per_rank = [m["rank0.throughput_samples_per_s"], m["rank1.throughput_samples_per_s"]]
     assert all(rate > 0 for rate in per_rank)
     assert m["throughput_samples_per_s"] == pytest.approx(sum(per_rank))
@@ -62,13 +62,13 @@ def test_two_ranks_load_at_once_and_one_run_holds_both(compose_cfg, tmp_path, wo
     assert m["time_to_first_batch_s"] == max(m["rank0.time_to_first_batch_s"], m["rank1.time_to_first_batch_s"])
     assert m["pss_peak_mb"] == pytest.approx(m["rank0.pss_peak_mb"] + m["rank1.pss_peak_mb"])
     # 250 samples over 2 ranks: 125 each, no padding; the shares cover every sample once.
-    assert info["delivery_ok"] is True and info["dist_padding_samples"] == 0, info["delivery_problems"]
-    assert "cover the 250 samples exactly once" in info["delivery_across_ranks"]
-    assert info["rank_devices"] == ["cpu", "cpu"] and info["rank_start_method"] == "spawn"
+    assert info.delivery_ok is True and info.dist_padding_samples == 0, info.delivery_problems
+    assert "cover the 250 samples exactly once" in info.delivery_across_ranks
+    assert info.rank_devices == ["cpu", "cpu"] and info.rank_start_method == "spawn"
     usable = sorted(psutil.Process().cpu_affinity())
-    assert info["rank_cores"] == core_shares(usable, 2)
+    assert info.rank_cores == core_shares(usable, 2)
     if workers:
-        assert info["worker_start_method"] == "fork"  # as under torchrun, not the ranks' own spawn
+        assert info.worker_start_method == "fork"  # as under torchrun, not the ranks' own spawn
     batches = (tmp_path / "job" / "batches.csv").read_text().splitlines()
     assert batches[0].startswith("rank,") and {line.split(",")[0] for line in batches[1:]} == {"0", "1"}
 
@@ -79,8 +79,8 @@ def test_an_odd_dataset_is_padded_and_the_padding_is_stated(compose_cfg, tmp_pat
                        "sampler=sequential"])
     result = run(cfg, JobContext(output_dir=tmp_path / "job"))
     assert result.status == "FINISHED", result.error
-    assert result.info["delivery_ok"] is True and result.info["dist_padding_samples"] == 1
-    assert "DistributedSampler repeats 1" in result.info["delivery_across_ranks"]
+    assert result.info.delivery_ok is True and result.info.dist_padding_samples == 1
+    assert "DistributedSampler repeats 1" in result.info.delivery_across_ranks
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from loaderexp.report import recommend, summary_table, write_report
-from loaderexp.result import RunResult
+from loaderexp.result import HostFacts, RunResult
 
 
 def result(workers: int, rate: float, iqr: float = 0.02, pin: bool = True, status: str = "FINISHED",
@@ -87,8 +87,8 @@ def test_the_noise_allowance_is_capped():
 
 
 def on_host(run: RunResult, hostname: str, cpu: str, cpus: int, measured: tuple[float, float] = (0.0, 1.0)) -> RunResult:
-    run.host = {"hostname": hostname, "cpu_model": cpu, "cpu_count": cpus, "gpu": None}
-    run.info["measured_from"], run.info["measured_until"] = measured
+    run.host = HostFacts(hostname=hostname, cpu_model=cpu, cpu_count=cpus, gpu=None)
+    run.info.measured_from, run.info.measured_until = measured
     return run
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from loaderexp.result import RunResult
+from loaderexp.result import RunFacts, RunResult
 from loaderexp.runner import JobContext, run
 from tests.conftest import TINY
 
@@ -68,7 +68,7 @@ def test_the_baseline_of_a_prefetch_sweep_runs_without_the_worker_knobs(compose_
     cfg = compose_cfg([*TINY, "tracking=none", "loader.prefetch_factor=4", "loader.persistent_workers=true"])
     result = run(cfg, JobContext(output_dir=tmp_path / "job"))
     assert result.status == "FINISHED", result.error
-    assert result.info["not_applied"] == ["loader.prefetch_factor=4", "loader.persistent_workers=true"]
+    assert result.info.not_applied == ["loader.prefetch_factor=4", "loader.persistent_workers=true"]
     assert result.params["loader.prefetch_factor"] == 4  # what the sweep asked for stays the run's identity
     assert any("not applied" in w for w in result.warnings)
 
@@ -86,7 +86,7 @@ def test_a_training_step_gives_stall_fraction_and_bound(compose_cfg, tmp_path, s
     cfg = compose_cfg([*TINY, "tracking=none", "step=sleep", step])
     result = run(cfg, JobContext(output_dir=tmp_path / "job"))
     assert result.status == "FINISHED", result.error
-    assert result.info["bound"] == bound
+    assert result.info.bound == bound
     stall = result.metrics["stall_fraction"]
     assert (stall < 0.1) if bound == "compute-bound" else (stall > 0.5)
     if bound == "compute-bound":
@@ -112,15 +112,15 @@ def test_a_run_holds_the_host_while_it_measures_and_records_the_interval(compose
     result = run(cfg, JobContext(output_dir=tmp_path / "exclusive"))
     assert result.status == "FINISHED", result.error
     info = result.info
-    assert info["host_lock"] == "exclusive" and info["waited_for_host_s"] >= 0
-    assert 0 < info["measured_until"] - info["measured_from"] < 600
+    assert info.host_lock == "exclusive" and info.waited_for_host_s >= 0
+    assert 0 < info.measured_until - info.measured_from < 600
     assert not [w for w in result.warnings if "shared_host_ok" in w]
-    free: dict = {}
+    free = RunFacts()
     with exclusive_host("probe", False, free):  # released afterwards
         pass
-    assert free["waited_for_host_s"] < 1
+    assert free.waited_for_host_s < 1
 
     shared = run(compose_cfg([*TINY, "tracking=none", "bench.shared_host_ok=true"]),
                  JobContext(output_dir=tmp_path / "shared"))
-    assert shared.info["host_lock"].startswith("shared")
+    assert shared.info.host_lock.startswith("shared")
     assert any(w.startswith("bench.shared_host_ok=true: other measurements may have run") for w in shared.warnings)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from loaderexp.execute.host_lock import exclusive_host
+from loaderexp.result import RunFacts
 from tests.conftest import REPO, TINY, run_cli
 
 SECRET = "s3cr3t-t0ken-4242"
@@ -24,7 +25,7 @@ def test_a_planted_symlink_at_the_lock_path_never_empties_its_target(tmp_path, m
     lock.symlink_to(victim)
     monkeypatch.setenv("LOADEREXP_HOST_LOCK", str(lock))
     with pytest.raises(Exception, match="symbolic link"):
-        with exclusive_host("job 1", False, {}):
+        with exclusive_host("job 1", False, RunFacts()):
             pass
     assert victim.read_text() == "a week of notes"
 
@@ -32,7 +33,7 @@ def test_a_planted_symlink_at_the_lock_path_never_empties_its_target(tmp_path, m
 def test_the_default_lock_lives_in_a_private_folder_of_the_user(tmp_path, monkeypatch):
     monkeypatch.delenv("LOADEREXP_HOST_LOCK", raising=False)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    with exclusive_host("job 1", False, {}):
+    with exclusive_host("job 1", False, RunFacts()):
         folder = tmp_path / "loaderexp"
         assert folder.is_dir() and (folder.stat().st_mode & 0o777) == 0o700
         assert (folder / "host.lock").stat().st_mode & 0o077 == 0
@@ -44,7 +45,7 @@ def test_a_lock_folder_someone_else_could_write_is_refused(tmp_path, monkeypatch
     (tmp_path / "loaderexp").mkdir(mode=0o777)
     os.chmod(tmp_path / "loaderexp", 0o777)
     with pytest.raises(Exception, match="not a private folder of yours"):
-        with exclusive_host("job 1", False, {}):
+        with exclusive_host("job 1", False, RunFacts()):
             pass
 
 
@@ -52,16 +53,16 @@ def test_a_lock_file_loaderexp_did_not_create_is_never_written(tmp_path, monkeyp
     shared = tmp_path / "shared.lock"
     shared.write_text("the admin's lock, do not edit")
     monkeypatch.setenv("LOADEREXP_HOST_LOCK", str(shared))
-    facts: dict = {}
+    facts = RunFacts()
     with exclusive_host("job 1", False, facts):
         assert shared.read_text() == "the admin's lock, do not edit"
-    assert shared.read_text() == "the admin's lock, do not edit" and facts["host_lock"] == "exclusive"
+    assert shared.read_text() == "the admin's lock, do not edit" and facts.host_lock == "exclusive"
 
 
 def test_a_lock_path_whose_folder_is_missing_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("LOADEREXP_HOST_LOCK", str(tmp_path / "nowhere" / "host.lock"))
     with pytest.raises(Exception) as error:
-        with exclusive_host("job 1", False, {}):
+        with exclusive_host("job 1", False, RunFacts()):
             pass
     assert not isinstance(error.value, FileNotFoundError)
     assert "does not exist" in str(error.value) and "\n" not in str(error.value)
@@ -81,7 +82,7 @@ def test_a_busy_host_is_waited_for_a_bounded_time_and_the_holder_shown_without_e
                                                                                      caplog):
     path = tmp_path / "host.lock"
     monkeypatch.setenv("LOADEREXP_HOST_LOCK", str(path))
-    with exclusive_host("job 0", False, {}):  # loaderexp creates it
+    with exclusive_host("job 0", False, RunFacts()):  # loaderexp creates it
         pass
     ctx = mp.get_context("spawn")
     ready = ctx.Event()
@@ -92,7 +93,7 @@ def test_a_busy_host_is_waited_for_a_bounded_time_and_the_holder_shown_without_e
         started = time.monotonic()
         with caplog.at_level(logging.INFO, logger="loaderexp"):
             with pytest.raises(Exception, match=r"host busy: .*bench.host_wait_s=1"):
-                with exclusive_host("job 1", False, {}, wait_s=1.0):
+                with exclusive_host("job 1", False, RunFacts(), wait_s=1.0):
                     pass
         assert time.monotonic() - started < 10
         shown = "\n".join(r.getMessage() for r in caplog.records)

@@ -38,7 +38,7 @@ def test_a_sweep_job_with_a_training_step_says_what_bounds_it(compose_cfg, tmp_p
     cfg = compose_cfg([*TINY, "tracking=none", *step])
     result = run(cfg, JobContext(output_dir=tmp_path / "job"))
     assert result.status == "FINISHED", result.error
-    assert result.info["bound"] in ("loader-bound", "compute-bound")
+    assert result.info.bound in ("loader-bound", "compute-bound")
     assert 0 <= result.metrics["stall_fraction"] <= 1 and result.metrics["step_ms_mean"] > 0
     table = summary_table([(tmp_path / "job", result)])
     assert "bound" in table.splitlines()[0]

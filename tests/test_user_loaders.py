@@ -119,7 +119,7 @@ def test_measure_from_python_is_a_run_of_the_cli(data_root, tmp_path):
                                tracking=uri, output_dir=tmp_path / "run")
     assert result.status == "FINISHED", result.error
     assert result.params["loader.num_workers"] == 1 and result.params["dataset.name"] == "Squares"
-    assert result.info["delivery_ok"] is True and result.logged
+    assert result.info.delivery_ok is True and result.logged
     assert (tmp_path / "run" / "result.json").is_file()
     from mlflow.tracking import MlflowClient
 

@@ -14,6 +14,8 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
+from loaderexp.result import TOLERANCE
+
 
 @dataclass
 class SearchSweeperConf:
@@ -24,7 +26,7 @@ class SearchSweeperConf:
     seed: int = 0
     prune: bool = True  # stop a trial after its first window when it is clearly behind the best so far
     prune_margin: float = 0.2  # "clearly": this far below the best trial's rate
-    tolerance: float = 0.05  # the recommendation's: the fewest workers within this of the best
+    tolerance: float = TOLERANCE  # the recommendation's: the fewest workers within this of the best
     params: Optional[Any] = field(default_factory=dict)  # the space, as in the basic sweeper's params
 
 

@@ -18,6 +18,7 @@ from loaderexp.config.errors import ConfigError
 from loaderexp.config.folders import job_folder
 from loaderexp.config.schema import Config, TargetNode
 from loaderexp.config.store import register_configs
+from loaderexp.result.facts import HostFacts
 
 NODES = ("dataset", "sampler", "transform")  # the free-form groups built with instantiate
 RESOLVED_CONFIG = "resolved_config.yaml"  # what each run writes beside result.json: its whole spec, resolved
@@ -142,11 +143,11 @@ def spec_params(spec: Config) -> dict[str, Any]:
     return flatten(plain(spec))
 
 
-def config_hash(params: Mapping[str, Any], host: Mapping[str, Any]) -> str:
+def config_hash(params: Mapping[str, Any], host: HostFacts) -> str:
     """Stable identity of a configuration measured on a host (for resuming sweeps)."""
     ignored = ("tracking.", "data_root", "resume")
     key = {k: v for k, v in params.items() if not k.startswith(ignored)}
-    blob = json.dumps([key, host.get("hostname"), host.get("cpu_count")], sort_keys=True, default=str)
+    blob = json.dumps([key, host.hostname, host.cpu_count], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional
 
+from loaderexp.harness.records import Budget  # the measured loop's own modes, offered as bench.budget
+
 
 def bounded(default: Any, *, ge: Optional[float] = None, gt: Optional[float] = None, rule: str = "",
             nonempty: bool = False) -> Any:
@@ -38,12 +40,6 @@ class DeviceType(str, Enum):
     auto = "auto"  # cuda when available, else cpu
     cpu = "cpu"
     cuda = "cuda"
-
-
-class Budget(str, Enum):
-    batches = "batches"  # warm-up, then a fixed number of batches
-    epochs = "epochs"  # whole epochs (epoch time is exact, sweeps are slower)
-    seconds = "seconds"  # warm-up, then batches until the time is spent
 
 
 class CacheMode(str, Enum):

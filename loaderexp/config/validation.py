@@ -10,15 +10,12 @@ but pointless on this machine run, with warnings that the result records.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
-import importlib.util
 from enum import Enum
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
-from loaderexp.config.compose import config_dir
 from loaderexp.config.errors import ConfigError
-from loaderexp.config.schema import GROUPS, BackendConfig, BenchConfig, Config, LoaderConfig
+from loaderexp.config.schema import GROUPS, BenchConfig, Config, LoaderConfig
 from loaderexp.config.targets import target_problems
 from loaderexp.result import param_text
 
@@ -27,12 +24,14 @@ DEFAULT_LOADER = LoaderConfig()
 NEEDS_WORKERS = ("prefetch_factor", "persistent_workers", "timeout", "multiprocessing_context")
 # Samplers a rank's DistributedSampler stands in for: it shuffles (random) or keeps the order (sequential).
 DIST_SAMPLERS = ("random", "sequential", "distributed")
-STACKS_PACKAGE = "loaderexp.loading"  # a loading stack is the module of its name there, declaring STACK
 
 
-def validate(spec: Config, cuda_available: bool, cpus: int, targets: bool = True,
-             gpus: Optional[int] = None) -> list[str]:
+def validate(spec: Config, cuda_available: bool, cpus: float, targets: bool = True,
+             gpus: Optional[int] = None, more: Sequence[str] = ()) -> list[str]:
     """Raise ConfigError listing every invalid setting; return the warnings for a legal config.
+
+    ``more`` are the problems later stages found in the same spec (the loading stack's, from
+    :func:`loaderexp.loading.registry.checked`): one error lists them all.
 
     ``targets=False`` leaves out what needs imports (the ``_target_`` nodes, ``collate_fn``,
     ``worker_init_fn``): the runner leaves those to the measuring process, where torch and
@@ -42,12 +41,12 @@ def validate(spec: Config, cuda_available: bool, cpus: int, targets: bool = True
     warnings: list[str] = []
     _check_loader(spec.loader, problems, warnings, cpus, spec.dist.nproc_per_node)
     _check_dist(spec, problems)
-    _check_backend(spec, problems)
     _check_bench(spec.bench, problems)
     _check_device(spec, cuda_available, problems, warnings)
     _check_rank_gpus(spec, cuda_available, gpus, problems)
     if targets:
         problems += target_problems(spec)
+    problems += more
     if problems:
         raise ConfigError(problems)
     return warnings
@@ -79,53 +78,6 @@ def _check_dist(spec: Config, problems: list[str]) -> None:
     if ranks > 1 and spec.sampler.name not in DIST_SAMPLERS:
         problems.append(f"sampler={spec.sampler.name} with dist.nproc_per_node={ranks}: each rank loads "
                         f"through DistributedSampler; valid samplers: {', '.join(DIST_SAMPLERS)}")
-
-
-def stack_names() -> list[str]:
-    """The loading stacks there are: one file each in conf/backend/."""
-    return sorted(path.stem for path in (config_dir() / "backend").glob("*.yaml"))
-
-
-def loading_stack(name: str) -> Any:
-    """The class a loading stack's module declares (``STACK``), or None when there is no such stack.
-    Its module imports nothing heavy: the knobs it declares are read here, before any job."""
-    module_name = f"{STACKS_PACKAGE}.{name}"
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name == module_name:
-            return None
-        raise
-    return getattr(module, "STACK", None)
-
-
-def _check_backend(spec: Config, problems: list[str]) -> None:
-    backend, loader = spec.backend, spec.loader
-    stack = loading_stack(backend.name)
-    if stack is None:
-        problems.append(f"backend.name={backend.name}: no such loading stack; valid: {', '.join(stack_names())}")
-        return
-    for option in (f.name for f in dataclasses.fields(BackendConfig) if f.name != "name"):
-        value = getattr(backend, option)
-        if option not in stack.options and value != getattr(BackendConfig(), option):
-            owners = [n for n in stack_names() if option in getattr(loading_stack(n), "options", ())]
-            problems.append(f"backend.{option}={show(value)}: only {', '.join(f'backend={n}' for n in owners)} has it")
-    name = backend.name
-    if stack.requires and importlib.util.find_spec(stack.requires) is None:
-        problems.append(f"backend={name} needs {stack.requires}, which is not installed: "
-                        f"pip install -e \".[{stack.extra}]\"")
-    for knob in (f.name for f in dataclasses.fields(LoaderConfig)):
-        value = getattr(loader, knob)
-        if knob not in stack.knobs and value != getattr(DEFAULT_LOADER, knob):
-            problems.append(f"loader.{knob}={show(value)}: backend={name} has no such knob; with it set: "
-                            f"{', '.join(stack.knobs)}")
-    if stack.pool and loader.num_workers < 1:
-        problems.append(f"loader.num_workers={loader.num_workers}: backend={name} loads on a pool of num_workers "
-                        "threads or processes; valid: >= 1")
-    if stack.whole_batches and loader.batch_size is None:
-        problems.append(f"loader.batch_size=null: backend={name} maps whole batches of indices; give a batch_size")
-    if not stack.ranks and spec.dist.nproc_per_node > 1:
-        problems.append(f"dist.nproc_per_node={spec.dist.nproc_per_node}: ranks run backend=dataloader only")
 
 
 def _check_loader(loader: LoaderConfig, problems: list[str], warnings: list[str], cpus: int, ranks: int = 1) -> None:

@@ -20,12 +20,11 @@ import multiprocessing
 import time
 from typing import Any, Callable, Optional
 
-from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
 
 from loaderexp.config.schema import Config
 from loaderexp.execute.faults import describe_exit
 from loaderexp.execute.processes import kill_tree, process_states
+from loaderexp.result.facts import HostFacts
 from loaderexp.execute.messages import Done, Exited, Failed, Planned, Profiling, RunJob, Started
 
 _context: Optional[Any] = None
@@ -76,23 +75,6 @@ def target_modules(spec: Config) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-class PrestartCallback(Callback):
-    """Hydra callback (conf/hydra/default.yaml): the measuring processes' server starts with the app."""
-
-    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from loaderexp.config import composed_spec
-
-        try:
-            spec = composed_spec(config)
-        except Exception:  # noqa: BLE001 - a bad config is the job's to report; the server starts with it then
-            return
-        if spec.bench.isolate:
-            prestart(target_modules(spec))
-
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self.on_run_start(config)
-
-
 def _host_child(conn) -> None:
     from loaderexp.execute.host import host_facts
 
@@ -103,7 +85,7 @@ def _host_child(conn) -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def host_facts_isolated() -> dict[str, Any]:
+def host_facts_isolated() -> "HostFacts":
     """:func:`~loaderexp.execute.host.host_facts` from a throwaway child of the forkserver, which has torch
     loaded already: the app never imports torch (seconds at start and again at exit), and CUDA is
     initialised only in that child, as in each measuring process."""

@@ -16,7 +16,7 @@ from loaderexp.data.files import dataset_files
 from loaderexp.harness.delivery import DeliveryTracker
 from loaderexp.harness.loop import run_windows
 from loaderexp.harness.page_cache import evict, file_bytes, read_cold, resident_fraction
-from loaderexp.harness.records import BudgetSpec, ColdRecord
+from loaderexp.harness.records import Budget, BudgetSpec, ColdRecord
 from loaderexp.harness.steps import Consumer
 
 
@@ -35,7 +35,7 @@ def cold_epoch(spec: Config, dataset: Any, loader: Any, delivery: DeliveryTracke
     storage = read_cold(files.paths)
     evict(files.paths)
     resident = resident_fraction(files.paths)
-    budget = BudgetSpec(mode="epochs", warmup_batches=0, epochs=1, max_seconds=spec.bench.max_run_seconds)
+    budget = BudgetSpec(mode=Budget.epochs, warmup_batches=0, epochs=1, max_seconds=spec.bench.max_run_seconds)
     started = time.perf_counter()
     [timing] = run_windows(loader, budget, delivery, consumer, time.perf_counter, on_batch)
     if consumer is not None:

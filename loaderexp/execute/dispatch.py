@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from loaderexp.result.facts import HostFacts, RunFacts
+
 from loaderexp.config.schema import Config
 from loaderexp.execute.host_lock import exclusive_host
 
 
 def profile_only(spec: Config, label: str) -> Any:
     """The profiling pass alone, the host held as for a measurement."""
-    with exclusive_host(label, spec.bench.shared_host_ok, {}, spec.bench.host_wait_s):
+    with exclusive_host(label, spec.bench.shared_host_ok, RunFacts(), spec.bench.host_wait_s):
         if spec.bench.isolate:
             from loaderexp.execute.child import profile_in_child
 
@@ -20,7 +22,7 @@ def profile_only(spec: Config, label: str) -> Any:
         from loaderexp.execute.job import configured_dataset
         from loaderexp.execute.profiling import profile_for
 
-        return profile_for(spec, configured_dataset(spec))
+        return profile_for(spec, configured_dataset(spec).dataset)
 
 
 def measure_spec(spec: Config, progress: Any, profile: bool) -> Any:
@@ -33,11 +35,11 @@ def measure_spec(spec: Config, progress: Any, profile: bool) -> Any:
     return measure_on_node(spec, on_batch=progress, profile=profile)
 
 
-def host_facts(isolate: bool) -> dict[str, Any]:
+def host_facts(isolate: bool) -> HostFacts:
     if isolate:  # torch stays out of this process
         from loaderexp.execute.child import host_facts_isolated
 
-        return dict(host_facts_isolated())
+        return host_facts_isolated()
     from loaderexp.execute.host import host_facts as measured_here
 
     return measured_here()

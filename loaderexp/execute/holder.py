@@ -89,7 +89,7 @@ def _holder_main(spec: Config, conn: Any, batches: Any) -> None:
         threads = torch.get_num_threads()
         # One thread while building: an OpenMP pool started here would not survive the forks.
         torch.set_num_threads(1)
-        dataset = configured_dataset(spec)
+        built = configured_dataset(spec)
     except BaseException as error:  # noqa: BLE001 - the job's error, as the measuring process sends it
         conn.send(failure(error))
         conn.close()
@@ -103,7 +103,7 @@ def _holder_main(spec: Config, conn: Any, batches: Any) -> None:
             batches.value = 0
             pid = os.fork()
             if pid == 0:
-                _measure(job, conn, batches, dataset, threads)  # never returns
+                _measure(job, conn, batches, built, threads)  # never returns
             conn.send(Started(pid))
             _, status = os.waitpid(pid, 0)
             conn.send(Exited(pid, os.waitstatus_to_exitcode(status)))
@@ -111,7 +111,7 @@ def _holder_main(spec: Config, conn: Any, batches: Any) -> None:
         return
 
 
-def _measure(job: RunJob, conn: Any, batches: Any, dataset: Any, threads: int) -> None:
+def _measure(job: RunJob, conn: Any, batches: Any, built: Any, threads: int) -> None:
     """The measuring process: one job on the holder's dataset, its result down the pipe, then exit."""
     spec, code = job.spec, 0
     try:
@@ -134,13 +134,13 @@ def _measure(job: RunJob, conn: Any, batches: Any, dataset: Any, threads: int) -
             from loaderexp.execute.profiling import profile_for
 
             phase(True)
-            measured = profile_for(spec, dataset)
+            measured = profile_for(spec, built.dataset)
         elif job.paired:
             from loaderexp.execute.paired import compare
 
-            measured = compare([spec, *job.paired], job.paired_s, on_batch=beat, dataset=dataset)
+            measured = compare([spec, *job.paired], job.paired_s, on_batch=beat, built=built)
         else:
-            measured = measure_on_node(spec, on_batch=beat, dataset=dataset, forked_from=forked_from,
+            measured = measure_on_node(spec, on_batch=beat, built=built, forked_from=forked_from,
                                        profile=job.profile, on_profile=phase)
         conn.send(Done(measured))
     except BaseException as error:  # noqa: BLE001 - everything goes back to the parent as data

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
 
 import torch
 
-from loaderexp.result import machine_facts
+from loaderexp.result import HostFacts, machine_facts
 
 
-def host_facts() -> dict[str, Any]:
+def host_facts() -> HostFacts:
     """The machine plus what torch sees on it (CUDA, the GPU)."""
-    facts = machine_facts()
-    facts.update(
+    return dataclasses.replace(
+        machine_facts(),
         torch=torch.__version__,
         cuda_available=torch.cuda.is_available(),
         cuda_version=torch.version.cuda,
         gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         gpu_count=torch.cuda.device_count() if torch.cuda.is_available() else 0,
     )
-    return facts

@@ -23,7 +23,9 @@ import os
 import stat
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Iterator
+
+from loaderexp.result.facts import RunFacts
 
 log = logging.getLogger("loaderexp")
 
@@ -127,29 +129,29 @@ def _wait(fd: int, path: str, label: str, wait_s: float) -> None:
 
 
 @contextmanager
-def exclusive_host(label: str, shared_ok: bool, facts: dict[str, Any], wait_s: float = 3600.0) -> Iterator[None]:
+def exclusive_host(label: str, shared_ok: bool, facts: RunFacts, wait_s: float = 3600.0) -> Iterator[None]:
     """Hold the host for one measurement; ``facts`` gets the mode, the wait and the interval held."""
-    facts["host_lock"] = "shared (bench.shared_host_ok=true)" if shared_ok else "exclusive"
+    facts.host_lock = "shared (bench.shared_host_ok=true)" if shared_ok else "exclusive"
     if shared_ok:
-        facts["measured_from"] = time.time()
+        facts.measured_from = time.time()
         try:
             yield
         finally:
-            facts["measured_until"] = time.time()
+            facts.measured_until = time.time()
         return
     path = lock_path()
     fd, ours = open_lock(path)
     try:
         waited_from = time.monotonic()
         _wait(fd, path, label, wait_s)
-        facts["waited_for_host_s"] = round(time.monotonic() - waited_from, 3)
+        facts.waited_for_host_s = round(time.monotonic() - waited_from, 3)
         if ours:
             _name_holder(fd, f"loaderexp {label} (pid {os.getpid()})")
-        facts["measured_from"] = time.time()
+        facts.measured_from = time.time()
         try:
             yield
         finally:
-            facts["measured_until"] = time.time()
+            facts.measured_until = time.time()
             if ours:
                 _name_holder(fd, "")
             fcntl.flock(fd, fcntl.LOCK_UN)

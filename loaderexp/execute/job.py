@@ -7,6 +7,7 @@ script or a test.  What the measurement means is named later, once (``loaderexp.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 from warnings import catch_warnings, filterwarnings
@@ -19,15 +20,15 @@ from torch.utils.data import IterableDataset
 from loaderexp.config import ConfigError, check_targets
 from loaderexp.config.schema import BenchConfig, Config, LoaderConfig, StepConfig
 from loaderexp.config.targets import step_knobs
-from loaderexp.config.validation import loading_stack
 from loaderexp.data.build import build_dataset, build_sampler, build_transform, callable_at
 from loaderexp.data.lightning import borrowed, check_borrowed
 from loaderexp.execute.cold import cold_epoch
 from loaderexp.loading.base import LoadingStack
+from loaderexp.loading.registry import loading_stack
 from loaderexp.harness.delivery import DeliveryTracker
 from loaderexp.harness.loop import whole_rounds
 from loaderexp.harness.memory import EpochMemory
-from loaderexp.harness.records import BudgetSpec, LoaderFacts, Measurement
+from loaderexp.harness.records import Budget, BudgetSpec, LoaderFacts, Measurement
 from loaderexp.harness.repeats import RepeatPlan, repeat_until_precise
 from loaderexp.harness.resources import ResourceMonitor
 from loaderexp.harness.shm import shm_preflight
@@ -50,18 +51,22 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-# What building each dataset added to its process's memory, by id (the holder's forks inherit it).
-BUILD_MEMORY_MB: dict[int, float] = {}
+@dataclass(frozen=True)
+class BuiltDataset:
+    """A dataset as :func:`configured_dataset` built it, with what building it added to its process's memory
+    (the memory figures' baseline; None where it was built elsewhere)."""
+
+    dataset: Any
+    memory_mb: Optional[float] = None
 
 
-def configured_dataset(spec: Config) -> Any:
+def configured_dataset(spec: Config) -> BuiltDataset:
     """The dataset and transform the spec names, built after seeding (a dataset may draw from the
     global generators as it is made): the dataset holder and an in-process job build it this one way."""
     seed_everything(spec.bench.seed)
     before = psutil.Process().memory_info().rss
     dataset = build_dataset(spec.dataset, build_transform(spec.transform))
-    BUILD_MEMORY_MB[id(dataset)] = max(psutil.Process().memory_info().rss - before, 0) / 2**20
-    return dataset
+    return BuiltDataset(dataset, max(psutil.Process().memory_info().rss - before, 0) / 2**20)
 
 
 def budget_from(bench: BenchConfig, loader: LoaderConfig, batches_per_epoch: Optional[int] = None) -> BudgetSpec:
@@ -73,10 +78,10 @@ def budget_from(bench: BenchConfig, loader: LoaderConfig, batches_per_epoch: Opt
     depth and the round are at most an epoch's batches.  Whole epochs are timed whole: there the
     warm-up stays as configured.
     """
-    mode = bench.budget.value
+    mode = bench.budget
     warmup = bench.warmup_batches
     busy = min(loader.num_workers, batches_per_epoch) if batches_per_epoch else loader.num_workers
-    if mode != "epochs":
+    if mode is not Budget.epochs:
         depth = busy * (loader.prefetch_factor or 2)
         warmup = max(warmup, min(depth, batches_per_epoch) if batches_per_epoch else depth)
     return BudgetSpec(mode=mode, warmup_batches=warmup, batches=bench.batches, epochs=bench.epochs,
@@ -105,9 +110,9 @@ def repeat_plan(bench: BenchConfig) -> RepeatPlan:
 
 def planned_batches(budget: BudgetSpec, repeats: int, batches_per_epoch: Optional[int]) -> Optional[int]:
     """Measured batches the fewest repeats will take, when known up front (for progress bars)."""
-    if budget.mode == "batches":
+    if budget.mode is Budget.batches:
         return whole_rounds(budget.batches, budget.round_size) * repeats
-    if budget.mode == "epochs" and batches_per_epoch:
+    if budget.mode is Budget.epochs and batches_per_epoch:
         return max(batches_per_epoch * budget.epochs - budget.warmup_batches, 0) * repeats
     return None
 
@@ -148,20 +153,20 @@ def quiet_torch_warnings() -> Iterator[None]:
         yield
 
 
-def measure_job(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[Any] = None,
+def measure_job(spec: Config, on_batch: Optional[OnBatch] = None, built: Optional[BuiltDataset] = None,
                 forked_from: tuple[int, ...] = ()) -> Measurement:
     """:func:`measure` in this one process, with torch's warnings for what the run records itself
     left out (several ranks: :func:`loaderexp.execute.ranks.measure_on_node`)."""
     with quiet_torch_warnings():
-        return measure(spec, on_batch, dataset, forked_from)
+        return measure(spec, on_batch, built, forked_from)
 
 
-def measure(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[Any] = None,
+def measure(spec: Config, on_batch: Optional[OnBatch] = None, built: Optional[BuiltDataset] = None,
             forked_from: tuple[int, ...] = (), sampler: Optional[Any] = None,
             after_windows: Optional[Callable[[Any], None]] = None, device: Optional[str] = None) -> Measurement:
     """Build the spec's loader and measure it, repeat by repeat (:func:`repeat_until_precise`).
 
-    ``dataset`` replaces the configured one (the benchmark measures both loops on one instance).
+    ``built`` replaces the configured dataset (the benchmark measures both loops on one instance).
     ``forked_from`` are the processes this one was forked from with torch loaded or the dataset
     built (execute/holder.py): the memory figures count their share of the pages in common.
     A rank passes its ``sampler`` (DistributedSampler), its ``device`` and ``after_windows(loader)``,
@@ -169,7 +174,8 @@ def measure(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[
     """
     check_targets(spec)  # the imports it needs are this process's anyway: first, before any dataset
     target = resolve_device(device or spec.device.type)
-    dataset = configured_dataset(spec) if dataset is None else dataset
+    built = configured_dataset(spec) if built is None else built
+    dataset = built.dataset
     seed_everything(spec.bench.seed)  # the loop starts from the seed, wherever the dataset was built
     iterable = isinstance(dataset, IterableDataset)
     try:
@@ -192,7 +198,7 @@ def measure(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[
     available = psutil.virtual_memory().available / 2**20
     with ResourceMonitor(spec.bench.resource_interval_s, gpu_index=gpu_index, forked_from=forked_from,
                          samples_read=delivery.delivered_samples, harness_bytes=delivery.held_bytes) as monitor:
-        probe = EpochMemory(monitor, BUILD_MEMORY_MB.get(id(dataset)), _epoch_samples(delivery, dataset, loader_spec),
+        probe = EpochMemory(monitor, built.memory_mb, _epoch_samples(delivery, dataset, loader_spec),
                             available, spec.bench.memory_epoch_s, loader_spec.persistent_workers,
                             stack.worker_start_method() in (None, "fork"))
         beat = None if on_batch is None else lambda done: on_batch(done, total)

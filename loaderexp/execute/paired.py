@@ -10,6 +10,7 @@ from loaderexp.config.schema import Config
 from loaderexp.execute.job import (
     OnBatch,
     budget_from,
+    BuiltDataset,
     configured_dataset,
     consumer_for,
     length_of,
@@ -34,9 +35,9 @@ def side_of(spec: Config, dataset: Any) -> Side:
 
 
 def compare(specs: list[Config], seconds: float, on_batch: Optional[OnBatch] = None,
-            dataset: Optional[Any] = None) -> PairedRates:
+            built: Optional[BuiltDataset] = None) -> PairedRates:
     """``specs`` (one dataset) in interleaved windows for about ``seconds`` in all."""
-    dataset = configured_dataset(specs[0]) if dataset is None else dataset
+    dataset = (configured_dataset(specs[0]) if built is None else built).dataset
     seed_everything(specs[0].bench.seed)
     rounds = max(MIN_ROUNDS, int(seconds / (ROUND_COST * len(specs))))
     done = [0]

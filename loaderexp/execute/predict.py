@@ -19,7 +19,7 @@ from loaderexp.execute.profiling import ProfileStore, profile_key
 from loaderexp.harness.stages import StageProfile
 from loaderexp.model.ceiling import CeilingModel, Machine
 from loaderexp.model.knee import plan
-from loaderexp.result import IGNORED_PARAMS, NUM_WORKERS, PREDICTED, RESULT_FILE, RunResult
+from loaderexp.result import IGNORED_PARAMS, NUM_WORKERS, RESULT_FILE, TOLERANCE, RunResult, Status
 from loaderexp.result import metrics as M
 from loaderexp.result.ceiling import machine_of
 
@@ -60,19 +60,19 @@ def measured_neighbours(sweep_dir: Path, params: dict[str, Any]) -> list[RunResu
             result = RunResult.read(path)
         except (OSError, ValueError, TypeError):
             continue
-        if result.status == "FINISHED" and result.profile and _same_but_workers(result.params, params):
+        if result.finished and result.profile and _same_but_workers(result.params, params):
             found.append(result)
     return found
 
 
 def _loader_only(spec: Config, result: RunResult) -> bool:
     """Nothing but the loader counts: no step, no CUDA copy (their times come from a measured run)."""
-    return spec.step._target_ is None and not result.host.get("cuda_available")
+    return spec.step._target_ is None and not result.host.cuda_available
 
 
 def _unmeasured_machine(spec: Config, result: RunResult, profile: StageProfile) -> Machine:
     """The machine as the model sees it before any run of the group was measured."""
-    return Machine(cores=float(result.host.get("cpus_usable") or profile.cores),
+    return Machine(cores=float(result.host.cpus_usable or profile.cores),
                    batch_size=spec.loader.batch_size or profile.batch_size, ranks=spec.dist.nproc_per_node)
 
 
@@ -97,15 +97,15 @@ def predicted_instead(spec: Config, result: RunResult, sweep_dir: Path, override
     machine = machine_of(runs[-1], profile) if runs else _unmeasured_machine(spec, result, profile)
     model = CeilingModel(profile, machine)
     measured = {r.workers: r.metrics[M.THROUGHPUT] for r in runs if M.THROUGHPUT in r.metrics}
-    decided = plan(model, values, measured)
+    decided = plan(model, values, measured, TOLERANCE)
     if decided.measure(workers, measured):
         return False
     ceiling = model.ceiling()
-    result.status, result.profile = PREDICTED, profile.to_dict()
+    result.status, result.profile = Status.PREDICTED, profile
     result.metrics = {M.PREDICTED: round(model.predict(workers), 1), M.CEILING: round(ceiling.rate, 1)}
     agreed = (f"measured at {', '.join(map(str, sorted(measured)))}, all within 10% of the model" if measured else
               "none measured yet: the knee and its neighbours will be")
-    result.info["predicted"] = (f"bench.predict: not measured; the model predicts {model.predict(workers):,.0f} "
-                                f"samples/s (knee at num_workers={decided.knee}; {agreed})")
+    result.info.predicted = (f"bench.predict: not measured; the model predicts {model.predict(workers):,.0f} "
+                             f"samples/s (knee at num_workers={decided.knee}; {agreed})")
     return True
 

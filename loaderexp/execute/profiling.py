@@ -14,16 +14,17 @@ from typing import Any, Optional
 
 from loaderexp.config.schema import Config
 from loaderexp.harness.stages import StageProfile
+from loaderexp.result.facts import HostFacts
 
 log = logging.getLogger("loaderexp")
 FOLDER = "profiles"
 
 
-def profile_key(spec: Config, host: dict[str, Any]) -> str:
+def profile_key(spec: Config, host: HostFacts) -> str:
     """What a profile depends on: the dataset, its transform, the batch and its collate, and the host."""
     described = {"dataset": spec.dataset.node, "transform": spec.transform.node, "batch_size": spec.loader.batch_size,
                  "collate_fn": spec.loader.collate_fn, "budget_s": spec.bench.profile_s,
-                 "host": [host.get("hostname"), host.get("cpus_usable"), host.get("cpu_model")]}
+                 "host": [host.hostname, host.cpus_usable, host.cpu_model]}
     text = json.dumps(described, sort_keys=True, default=str)
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 

@@ -26,14 +26,14 @@ import time
 from typing import Any, Callable, NamedTuple, Optional, Union
 
 from loaderexp.config.schema import Config, TargetNode
-from loaderexp.execute.job import OnBatch, configured_dataset, measure, measure_job, quiet_torch_warnings
+from loaderexp.execute.job import BuiltDataset, OnBatch, configured_dataset, measure, measure_job, quiet_torch_warnings
 from loaderexp.execute.profiling import profile_for
 from loaderexp.harness.records import Measurement, NodeMeasurement
 
 LINGER_REPORT_EVERY = 8  # batches between heartbeats while a rank waits for the others
 
 
-def measure_on_node(spec: Config, on_batch: Optional[OnBatch] = None, dataset: Optional[Any] = None,
+def measure_on_node(spec: Config, on_batch: Optional[OnBatch] = None, built: Optional[BuiltDataset] = None,
                     forked_from: tuple[int, ...] = (), profile: bool = False,
                     on_profile: Optional[Callable[[bool], None]] = None) -> Union[Measurement, NodeMeasurement]:
     """A job's measurement: in this process, or ``dist.nproc_per_node`` ranks loading at once; with
@@ -41,17 +41,17 @@ def measure_on_node(spec: Config, on_batch: Optional[OnBatch] = None, dataset: O
     ``on_profile(True)`` and ``on_profile(False)``."""
     stage_profile = None
     if profile and spec.bench.profile_s > 0:
-        dataset = configured_dataset(spec) if dataset is None else dataset
+        built = configured_dataset(spec) if built is None else built
         if on_profile is not None:
             on_profile(True)
         with quiet_torch_warnings():
-            stage_profile = profile_for(spec, dataset)
+            stage_profile = profile_for(spec, built.dataset)
         if on_profile is not None:
             on_profile(False)
     if spec.dist.nproc_per_node > 1:
         measured = measure_ranks(spec, on_batch)  # each rank builds its own dataset, as under torchrun
     else:
-        measured = measure_job(spec, on_batch, dataset, forked_from)
+        measured = measure_job(spec, on_batch, built, forked_from)
     measured.profile = stage_profile
     return measured
 
@@ -112,8 +112,8 @@ def rank_main(spec: Config, progress: Any, cores: Optional[list[int]]) -> RankOu
     # ("connection closed by peer") and could make them look like the cause; the launcher stops them.
     dist.init_process_group("gloo")
     device = _rank_device(spec.device.type.value, local_rank)
-    dataset = configured_dataset(spec)
-    sampler = rank_sampler(dataset, spec.sampler, world, rank, spec.bench.seed)
+    built = configured_dataset(spec)
+    sampler = rank_sampler(built.dataset, spec.sampler, world, rank, spec.bench.seed)
     share = list(sampler)
     count = [0]
 
@@ -135,7 +135,7 @@ def rank_main(spec: Config, progress: Any, cores: Optional[list[int]]) -> RankOu
 
     dist.barrier()  # every rank built its dataset: start loading together
     with quiet_torch_warnings():
-        measured = measure(spec, heartbeat, dataset, sampler=sampler, after_windows=linger, device=device)
+        measured = measure(spec, heartbeat, built, sampler=sampler, after_windows=linger, device=device)
     dist.destroy_process_group()
     return RankOutcome(measured, share, cores, os.getpid())
 

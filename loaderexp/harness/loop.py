@@ -21,7 +21,7 @@ import time
 from typing import Any, Callable, Iterable, Optional, Protocol
 
 from loaderexp.harness.delivery import DeliveryTracker
-from loaderexp.harness.records import BudgetSpec, RepeatTiming
+from loaderexp.harness.records import Budget, BudgetSpec, RepeatTiming
 from loaderexp.harness.transfer import batch_size_and_bytes
 from loaderexp.harness.worker_exits import with_worker_exits
 
@@ -105,9 +105,9 @@ class Stream:
         self.clock, self.on_batch, self.another = clock, on_batch, another
         self.windows: list[RepeatTiming] = []
         self.capacity = expected_batches(loader, budget)
-        self.batch_limit = whole_rounds(budget.batches, budget.round_size) if budget.mode == "batches" else sys.maxsize
-        self.seconds = budget.seconds if budget.mode == "seconds" else math.inf
-        self.min_seconds = budget.min_seconds if budget.mode == "batches" else 0.0
+        self.batch_limit = whole_rounds(budget.batches, budget.round_size) if budget.mode is Budget.batches else sys.maxsize
+        self.seconds = budget.seconds if budget.mode is Budget.seconds else math.inf
+        self.min_seconds = budget.min_seconds if budget.mode is Budget.batches else 0.0
         self.before = 0  # measured batches in the windows before this one
         self.seen = 0  # batches including warm-up
         self.epochs_done = 0
@@ -139,7 +139,7 @@ class Stream:
         _close(self.timing, self.waits, self.busies, self.count, done - self.window_start,
                self.delivery.delivered_samples() - self.delivered_before)
         self.windows.append(self.timing)
-        if self.another is None or self.budget.mode == "epochs" or not self.another(self.windows):
+        if self.another is None or self.budget.mode is Budget.epochs or not self.another(self.windows):
             self.finished = True
             return False
         self.before += self.count
@@ -246,7 +246,7 @@ class Stream:
         self.epochs_done += 1
         if not self.drained:  # a drained epoch was partly stepped, partly not: not an epoch's time
             self.timing.epoch_s.append(self.clock() - epoch_start)
-        if self.budget.mode == "epochs" and self.epochs_done >= self.budget.epochs:
+        if self.budget.mode is Budget.epochs and self.epochs_done >= self.budget.epochs:
             self.finished = True
         if self.seen == 0:
             raise ValueError(
@@ -287,9 +287,9 @@ def whole_rounds(batches: int, round_size: int) -> int:
 
 def expected_batches(loader: Iterable, budget: BudgetSpec) -> int:
     """Measured batches a repeat will most likely take (its timing lists are sized to it)."""
-    if budget.mode == "batches":
+    if budget.mode is Budget.batches:
         return whole_rounds(budget.batches, budget.round_size)
-    if budget.mode == "epochs":
+    if budget.mode is Budget.epochs:
         try:
             return min(max(len(loader) * budget.epochs - budget.warmup_batches, 0), 1 << 20)  # type: ignore[arg-type]
         except TypeError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Optional
 
 from loaderexp.harness.memory import MemoryRecord, MemorySample
@@ -48,9 +49,17 @@ def spread(values: list[float]) -> Spread:
     return Spread(statistics.median(values), percentile(values, 75) - percentile(values, 25), list(values))
 
 
+class Budget(str, Enum):
+    """What one repeat of the measured loop is (``bench.budget``)."""
+
+    batches = "batches"  # warm-up, then a fixed number of batches
+    epochs = "epochs"  # whole epochs (epoch time is exact, sweeps are slower)
+    seconds = "seconds"  # warm-up, then batches until the time is spent
+
+
 @dataclass(frozen=True)
 class BudgetSpec:
-    mode: str  # "batches" | "epochs" | "seconds"
+    mode: Budget
     warmup_batches: int = 5
     batches: int = 100
     epochs: int = 1
@@ -58,6 +67,9 @@ class BudgetSpec:
     max_seconds: float = 900.0  # wall-clock limit of one repeat (one window, its warm-up included)
     round_size: int = 1  # batches per round (one per worker): windows hold whole rounds
     min_seconds: float = 0.0  # budget=batches: a window lasts at least this long (more rounds if need be)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", Budget(self.mode))  # "epochs" from a caller is the enum from here on
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Callable, Iterable, Optional
 
 from loaderexp.harness.delivery import DeliveryTracker
 from loaderexp.harness.loop import Probe, run_windows
-from loaderexp.harness.records import BudgetSpec, RepeatTiming, spread
+from loaderexp.harness.records import Budget, BudgetSpec, RepeatTiming, spread
 from loaderexp.harness.steps import Consumer
 
 
@@ -34,7 +34,7 @@ def repeat_until_precise(
     fixed number of them; and why it stopped ("precise", "max_repeats", "fixed" or "pruned").
 
     A repeat is one window of a single warmed-up stream (the next starts where the last ended,
-    as torch.utils.benchmark's blocks do); with ``budget.mode == "epochs"`` each repeat is its own
+    as torch.utils.benchmark's blocks do); with ``budget.mode`` epochs each repeat is its own
     stream of whole epochs from a fresh iterator.
     """
     pruned = False
@@ -52,7 +52,7 @@ def repeat_until_precise(
             return True
         return spread([r.samples_per_s for r in repeats]).relative > plan.precision
 
-    if budget.mode != "epochs":
+    if budget.mode is not Budget.epochs:
         repeats = run_windows(loader, budget, delivery, consumer, time.perf_counter, on_batch, another, probe)
     else:
         repeats = []

@@ -171,7 +171,7 @@ class CeilingModel:
             bounds.append(m.ranks * batch / serial)
         return min(bounds)
 
-    def knee(self, values: list[int], tolerance: float = 0.05) -> int:
+    def knee(self, values: list[int], tolerance: float) -> int:
         """The fewest workers among ``values`` predicted within ``tolerance`` of the best of them."""
         best = max(self.predict(v) for v in values)
         return min(v for v in values if self.predict(v) >= (1 - tolerance) * best)

@@ -34,7 +34,7 @@ def neighbours(values: list[int], value: int) -> tuple[int, ...]:
     return tuple(ordered[max(at - 1, 0): at + 2])
 
 
-def plan(model: CeilingModel, values: list[int], measured: dict[int, float], tolerance: float = 0.05,
+def plan(model: CeilingModel, values: list[int], measured: dict[int, float], tolerance: float,
          agree: float = AGREE) -> Plan:
     """What the model says of a num_workers grid, given the rates measured so far (workers -> samples/s)."""
     knee = model.knee(values, tolerance)
@@ -42,7 +42,7 @@ def plan(model: CeilingModel, values: list[int], measured: dict[int, float], tol
     return Plan(knee, neighbours(values, knee), not off, off)
 
 
-def knee_seeds(model: Optional[CeilingModel], values: list[int], tolerance: float = 0.05) -> list[int]:
+def knee_seeds(model: Optional[CeilingModel], values: list[int], tolerance: float) -> list[int]:
     """The worker counts a search tries first: the predicted knee and its neighbours, the knee first."""
     if model is None or not values:
         return []

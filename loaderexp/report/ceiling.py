@@ -11,7 +11,7 @@ from loaderexp.model import CeilingModel
 from loaderexp.model.whatif import what_ifs
 from loaderexp.result import NUM_WORKERS, RunResult
 from loaderexp.result import metrics as M
-from loaderexp.result.ceiling import model_of, profile_of
+from loaderexp.result.ceiling import model_of
 
 DISAGREE = 0.10  # the model and a measurement further apart than this are said to disagree
 
@@ -20,13 +20,13 @@ def by_profile(results: Sequence[RunResult]) -> list[list[RunResult]]:
     """The finished runs grouped by the stage profile they were modelled from (their dataset, transform, batch)."""
     groups: dict[str, list[RunResult]] = {}
     for r in results:
-        if r.status == "FINISHED" and r.profile and not r.metrics.get(M.PRUNED):
-            groups.setdefault(json.dumps(r.profile, sort_keys=True), []).append(r)
+        if r.finished and r.profile and not r.metrics.get(M.PRUNED):
+            groups.setdefault(json.dumps(r.profile.to_dict(), sort_keys=True), []).append(r)
     return list(groups.values())
 
 
 def stage_table(runs: Sequence[RunResult]) -> list[str]:
-    profile = profile_of(runs[0])
+    profile = runs[0].profile
     total = profile.cpu_s or 1e-12
     lines = [f"Where the time goes ({profile.split}; {profile.samples:,} samples, one process, one thread):",
              f"  {'stage':<24} {'CPU ms/sample':>13} {'wall ms/sample':>14} {'% of CPU':>8}"]
@@ -101,7 +101,7 @@ def ceiling_sections(results: Sequence[RunResult], pick: Optional[RunResult] = N
             lines += limit_lines(model) + curve_lines(runs)
             lines += what_if_lines(model, here.params.get(NUM_WORKERS) or 0, values)
         else:
-            lines.append(f"  ({here.info.get('ceiling', 'not modelled')})")
+            lines.append(f"  ({here.info.ceiling or 'not modelled'})")
         sections.append("\n".join(lines))
     return sections
 
@@ -111,7 +111,7 @@ def stage_metrics(results: Sequence[RunResult]) -> dict[str, float]:
     the sweep has several)."""
     groups, found = by_profile(results), {}
     for index, runs in enumerate(groups):
-        profile = profile_of(runs[0])
+        profile = runs[0].profile
         suffix = f".{index}" if len(groups) > 1 else ""
         total = profile.cpu_s or 1e-12
         for stage in profile.stages:

@@ -27,7 +27,7 @@ def write_report(items: Sequence[tuple[Path, RunResult]], folder: Path, title: s
     results = [r for _, r in as_configurations(items)[0]]
     axes = varying_params(results)
     plot = None
-    if any(X_AXIS in r.params for r in results if r.status == "FINISHED"):
+    if any(X_AXIS in r.params for r in results if r.finished):
         plot = plot_throughput(results, axes, folder / "throughput.png", title)
     return text, plot
 

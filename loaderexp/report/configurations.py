@@ -18,8 +18,8 @@ WITHOUT_CUDA = (PIN_MEMORY, NON_BLOCKING, DEVICE_PREFETCH)  # no effect where no
 
 def inert_keys(results: Sequence[RunResult]) -> list[str]:
     """The swept settings that could change nothing on any run's host."""
-    finished = [r for r in results if r.status == "FINISHED"]
-    if not finished or any(r.host.get("cuda_available") for r in finished):
+    finished = [r for r in results if r.finished]
+    if not finished or any(r.host.cuda_available for r in finished):
         return []
     return [k for k in WITHOUT_CUDA if len({str(r.params.get(k)) for r in finished}) > 1]
 
@@ -30,14 +30,14 @@ def _merged(group: list[tuple[Path, RunResult]], inert: list[str]) -> tuple[Path
     ordered = sorted(group, key=lambda item: item[1].metrics.get(M.THROUGHPUT, 0.0))
     folder, middle = ordered[len(ordered) // 2]
     params = {k: v for k, v in middle.params.items() if k not in inert}
-    if len(group) == 1 or middle.status != "FINISHED":
+    if len(group) == 1 or not middle.finished:
         return folder, dataclasses.replace(middle, params=params)
     rates = [r.metrics[M.THROUGHPUT] for _, r in group if M.THROUGHPUT in r.metrics]
     median = statistics.median(rates)
     spread = (max(rates) - min(rates)) / median if median else 0.0
     metrics = {**middle.metrics, M.THROUGHPUT: median,
                M.THROUGHPUT_IQR: max(spread, *(r.metrics.get(M.THROUGHPUT_IQR, 0.0) for _, r in group))}
-    info = {**middle.info, "repeats_of_one_configuration": len(group), "configuration_rates": rates}
+    info = dataclasses.replace(middle.info, repeats_of_one_configuration=len(group), configuration_rates=rates)
     return folder, dataclasses.replace(middle, params=params, metrics=metrics, info=info)
 
 
@@ -52,7 +52,7 @@ def as_configurations(items: Sequence[tuple[Path, RunResult]]) -> tuple[list[tup
         groups.setdefault(key, []).append((folder, result))
     merged = [_merged(group, inert) for group in groups.values()]
     names = ", ".join(short_key(k) for k in inert)
-    repeated = [r for _, r in merged if r.info.get("repeats_of_one_configuration")]
+    repeated = [r for _, r in merged if r.info.repeats_of_one_configuration]
     spreads = [r.metrics[M.THROUGHPUT_IQR] for r in repeated]
     note = (f"{names}: no effect on this host (no CUDA device: nothing is pinned for a copy, or copied), so runs that "
             f"differ only in {'it' if len(inert) == 1 else 'them'} are repeats of one configuration: "

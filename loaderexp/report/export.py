@@ -24,8 +24,8 @@ from typing import Any, Optional, Sequence
 from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Confirmation
 from loaderexp.report.hosts import by_host_type
-from loaderexp.report.recommend import RANKS_KEY, TOLERANCE, recommend
-from loaderexp.result import BACKEND, DATASET_NAME, SAMPLER_NAME, RunResult
+from loaderexp.report.recommend import recommend
+from loaderexp.result import BACKEND, DATASET_NAME, SAMPLER_NAME, TOLERANCE, RunResult
 from loaderexp.result import metrics as M
 
 # DataLoader's keywords loaderexp exports, and the defaults of those written only when they differ.
@@ -35,7 +35,6 @@ WHEN_SET = {"drop_last": False, "timeout": 0.0, "multiprocessing_context": None,
 HF_NAMES = {"batch_size": "per_device_train_batch_size", "num_workers": "dataloader_num_workers",
             "pin_memory": "dataloader_pin_memory", "prefetch_factor": "dataloader_prefetch_factor",
             "persistent_workers": "dataloader_persistent_workers", "drop_last": "dataloader_drop_last"}
-FILES = ("loader.yaml", "dataloader_kwargs.json", "pytorch_snippet.py", "lightning_snippet.py", "hf_training_args.py")
 SHUFFLED = ("random",)  # samplers a DataLoader makes itself with shuffle=True
 OWN_SAMPLERS = {"RandomSampler": "random", "SequentialSampler": "sequential"}  # a DataModule's, by their class
 
@@ -72,23 +71,23 @@ def tuned(pick: RunResult, results: Sequence[RunResult], source: str, host: str,
         kwargs["prefetch_factor"], kwargs["persistent_workers"] = None, False
     if kwargs["pin_memory"] is None:  # left out as a repeat of one configuration: it could change nothing
         kwargs["pin_memory"] = False
-    if not pick.host.get("cuda_available"):
+    if not pick.host.cuda_available:
         comments["pin_memory"] = ("not measured: the sweep's host had no CUDA device, where pinning changes nothing; "
                                   "on a GPU host true usually copies faster (measure it there)")
     for key in ("collate_fn", "worker_init_fn"):
         if params.get(f"loader.{key}"):
             comments[key] = f"the sweep used loader.{key}={params[f'loader.{key}']}: pass your own"
     rate = pick.metrics.get(M.THROUGHPUT, 0.0)
-    when = time.strftime("%Y-%m-%d", time.localtime(pick.info.get("measured_until") or time.time()))
+    when = time.strftime("%Y-%m-%d", time.localtime(pick.info.measured_until or time.time()))
     fastest = max((r.metrics.get(M.THROUGHPUT, 0.0) for r in results), default=rate)
     header = [f"loaderexp's recommended DataLoader settings, from the sweep {source}",
-              f"measured on {host} ({pick.host.get('hostname', '?')}), {when}"
+              f"measured on {host} ({pick.host.hostname or '?'}), {when}"
               + (f", per rank with {ranks} ranks per node" if ranks > 1 else ""),
               f"the pick: {rate:,.0f} samples/s" + (f" (the fastest run: {fastest:,.0f})" if fastest > rate else ""),
               f"dataset: {pick.params.get(DATASET_NAME)}, sampler: {pick.params.get(SAMPLER_NAME)}, "
               f"backend: {pick.params.get(BACKEND, 'dataloader')}"]
     sampler = pick.params.get(SAMPLER_NAME)
-    own = pick.info.get("datamodule_baseline") or {}
+    own = pick.info.datamodule_baseline or {}
     if sampler == "datamodule":  # the DataModule's own: a shuffling DataLoader's, or one to pass on
         sampler = OWN_SAMPLERS.get(own.get("sampler"), f"datamodule ({own.get('sampler', 'its own')})")
     return Tuned(kwargs, header, comments, sampler)
@@ -113,9 +112,9 @@ def recommended(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[
     found = []
     for kind, group in groups.items():
         configurations, _ = as_configurations(group)
-        counts = sorted({r.params.get(RANKS_KEY) or 1 for _, r in configurations})
+        counts = sorted({r.ranks for _, r in configurations})
         for count in counts:
-            ranked = [(f, r) for f, r in configurations if (r.params.get(RANKS_KEY) or 1) == count]
+            ranked = [(f, r) for f, r in configurations if r.ranks == count]
             rec = recommend([r for _, r in ranked], tolerance)
             if rec is None:
                 continue

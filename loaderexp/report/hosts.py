@@ -10,12 +10,7 @@ from loaderexp.result import RunResult
 
 def host_type(result: RunResult) -> str:
     """What makes two hosts comparable: CPU model and count, and the GPU (hostnames differ anyway)."""
-    return host_type_of(result.host)
-
-
-def host_type_of(host: dict) -> str:
-    text = f"{host.get('cpu_model', '?')}, {host.get('cpu_count', '?')} CPUs"
-    return text + (f", {host['gpu']}" if host.get("gpu") else "")
+    return result.host.kind
 
 
 def by_host_type(items: Sequence[tuple[Path, RunResult]]) -> dict[str, list[tuple[Path, RunResult]]]:
@@ -27,13 +22,13 @@ def by_host_type(items: Sequence[tuple[Path, RunResult]]) -> dict[str, list[tupl
 
 def overlaps(items: Sequence[tuple[Path, RunResult]]) -> list[str]:
     """Notes on runs that measured on one host at the same time (only bench.shared_host_ok allows it)."""
-    timed = [(f, r) for f, r in items if "measured_from" in r.info and "measured_until" in r.info]
+    timed = [(f, r) for f, r in items if r.info.measured_from is not None and r.info.measured_until is not None]
     notes = []
     for i, (folder_a, a) in enumerate(timed):
         for folder_b, b in timed[i + 1:]:
-            same_host = a.host.get("hostname") == b.host.get("hostname")
-            if same_host and a.info["measured_from"] < b.info["measured_until"] \
-                    and b.info["measured_from"] < a.info["measured_until"]:
-                notes.append(f"! {folder_a.name} and {folder_b.name} measured on {a.host.get('hostname')} at the same "
+            same_host = a.host.hostname == b.host.hostname
+            if same_host and a.info.measured_from < b.info.measured_until \
+                    and b.info.measured_from < a.info.measured_until:
+                notes.append(f"! {folder_a.name} and {folder_b.name} measured on {a.host.hostname} at the same "
                              "time: both figures are low by an unknown amount")
     return notes

@@ -41,8 +41,13 @@ def results_from_mlflow(uri: str, parent_run_id: str) -> list[tuple[Path, RunRes
         params = {k: _parse(v) for k, v in run.data.params.items()}
         info = {k[len("info."):]: _parse(v) for k, v in run.data.tags.items() if k.startswith("info.")}
         host = {k[len("host."):]: _parse(v) for k, v in run.data.tags.items() if k.startswith("host.")}
-        result = RunResult(status=run.info.status, params=params, metrics=dict(run.data.metrics), info=info,
-                           error=run.data.tags.get("error"), run_id=run.info.run_id, host=host)
+        try:
+            result = RunResult.from_record({"status": run.info.status, "params": params, "info": info, "host": host,
+                                            "metrics": dict(run.data.metrics), "error": run.data.tags.get("error"),
+                                            "run_id": run.info.run_id})
+        except ValueError as error:  # a run MLflow holds but loaderexp did not end (SCHEDULED)
+            log.warning("skipped run %s: %s", run.info.run_id, error)
+            continue
         items.append((Path(run.data.tags.get("loaderexp.output_dir", run.info.run_id)), result))
     return items
 

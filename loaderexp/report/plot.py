@@ -20,7 +20,7 @@ def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Pat
     matplotlib.use("Agg")  # files only: no display on servers and CI
     import matplotlib.pyplot as plt
 
-    finished = [r for r in results if r.status == "FINISHED" and X_AXIS in r.params]
+    finished = [r for r in results if r.finished and X_AXIS in r.params]
     series: dict[str, list[RunResult]] = {}
     others = [a for a in axes if a != X_AXIS]
     several_hosts = len({host_type(r) for r in finished}) > 1  # the same grid on node types, side by side

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from loaderexp.report.params import X_AXIS, short_key, varying_params
-from loaderexp.result import NUM_WORKERS, RANKS, RunResult, param_text
+from loaderexp.result import NUM_WORKERS, RANKS, TOLERANCE, Bound, RunResult, param_text
 from loaderexp.result import metrics as M
 
 
@@ -18,8 +18,6 @@ class Recommendation:
     text: str
 
 
-RANKS_KEY = RANKS
-TOLERANCE = 0.05  # a run within 5% of the best is as good as it: fewer workers win
 NOISE_ALLOWANCE_CAP = 3  # a measured spread widens the tolerance to at most 3x itself
 ABOVE_CEILING = 0.10  # a pick this far above the modelled ceiling: the model, not the run, is off
 
@@ -33,11 +31,11 @@ def recommend(results: Sequence[RunResult], tolerance: float = TOLERANCE) -> Opt
     smaller than the noise is not a measured difference.  When the dataset's files cannot stay in
     the page cache (``bench.cache=both``), every epoch is a cold one: the cold figures decide.
     """
-    finished = [r for r in results if r.status == "FINISHED" and r.info.get(M.DELIVERY) is not False
+    finished = [r for r in results if r.finished and r.info.delivery_ok is not False
                 and not r.metrics.get(M.PRUNED)]  # a pruned trial stopped early: its figures are partial
     if not finished:
         return None
-    figure = M.COLD if any(r.info.get("cache_stays_warm") is False and M.COLD in r.metrics for r in finished) \
+    figure = M.COLD if any(r.info.cache_stays_warm is False and M.COLD in r.metrics for r in finished) \
         else M.THROUGHPUT
 
     def rate(run: RunResult) -> float:
@@ -65,7 +63,7 @@ def recommend(results: Sequence[RunResult], tolerance: float = TOLERANCE) -> Opt
 
 def _ceiling_text(chosen: RunResult) -> str:
     """How far the pick is from this machine's ceiling, what binds it and what would lift it."""
-    fraction, binding = chosen.metrics.get(M.CEILING_FRACTION), chosen.info.get("ceiling_binding")
+    fraction, binding = chosen.metrics.get(M.CEILING_FRACTION), chosen.info.ceiling_binding
     if fraction is None or not binding:
         return ""
     ceiling = chosen.metrics[M.CEILING]
@@ -74,13 +72,13 @@ def _ceiling_text(chosen: RunResult) -> str:
                 "underestimates here (its profile may have met a slower moment of this host); see where it disagrees "
                 "below.")
     return (f" It runs at {100 * fraction:.0f}% of this machine's ceiling ({ceiling:,.0f} samples/s, {binding} "
-            f"binds; what would lift it: {chosen.info.get('ceiling_lift', '')}).")
+            f"binds; what would lift it: {chosen.info.ceiling_lift or ''}).")
 
 
 def _text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult], rate, gap: float, noise: float,
           tolerance: float, within_noise: bool) -> str:
-    ranks = chosen.params.get(RANKS_KEY) or 1
-    swept = [k for k in varying_params(finished) if k != RANKS_KEY]
+    ranks = chosen.ranks
+    swept = [k for k in varying_params(finished) if k != RANKS]
     if ranks > 1 and X_AXIS not in swept:
         swept.insert(0, X_AXIS)  # "num_workers=N per rank" is the answer with ranks, swept or not
     settings = ", ".join(f"{short_key(k)}={param_text(chosen.params.get(k))}" for k in swept) or "the defaults"
@@ -100,19 +98,19 @@ def _text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult], rat
 
 def _bound_text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult], gap: float) -> str:
     """With a training step: what limits the recommended run, and what that means for the workers."""
-    bound = chosen.info.get("bound", "")
+    bound = chosen.info.bound
     waiting = chosen.metrics.get(M.STALL)
     waited = f", {100 * waiting:.0f}% of its time waiting for data" if waiting is not None else ""
-    if bound in ("compute-bound", "transfer-bound"):
-        part = "step" if bound == "compute-bound" else "copy to the device"
+    if bound in (Bound.COMPUTE, Bound.TRANSFER):
+        part = "step" if bound is Bound.COMPUTE else "copy to the device"
         return (f" It is {bound}{waited}: the {part}, not loading, sets the pace, so more workers would not train "
                 f"faster; num_workers={chosen.params.get(NUM_WORKERS)} is enough for this training.")
-    computing = [r for r in finished if r.info.get("bound") == "compute-bound"]
-    if bound == "loader-bound" and computing:
+    computing = [r for r in finished if r.info.bound is Bound.COMPUTE]
+    if bound is Bound.LOADER and computing:
         fewest = min(r.params.get(NUM_WORKERS, 0) for r in computing)
         return (f" It is loader-bound{waited}; from num_workers={fewest} on the step sets the pace, for at most "
                 f"{100 * gap:.1f}% more.")
-    if bound == "loader-bound" and best.info.get("bound") == "loader-bound":
+    if bound is Bound.LOADER and best.info.bound is Bound.LOADER:
         return (f" Even the fastest run is loader-bound{waited if chosen is best else ''}: the step waits for data, "
                 "so faster loading (more workers or cores, a lighter transform, a faster format) would train faster.")
     return ""

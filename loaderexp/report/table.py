@@ -11,8 +11,8 @@ from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Confirmation
 from loaderexp.report.hosts import by_host_type, overlaps
 from loaderexp.report.params import short_key, varying_params
-from loaderexp.report.recommend import RANKS_KEY, TOLERANCE, recommend
-from loaderexp.result import NUM_WORKERS, PREDICTED, RunResult, param_text
+from loaderexp.report.recommend import recommend
+from loaderexp.result import NUM_WORKERS, TOLERANCE, RunResult, Status, param_text
 from loaderexp.result import metrics as M
 
 
@@ -24,7 +24,7 @@ def _fmt(value: Optional[float], digits: int = 1) -> str:
 
 def baseline(results: Sequence[RunResult]) -> Optional[RunResult]:
     """The num_workers=0 run (the fastest such one), else the slowest finished run."""
-    finished = [r for r in results if r.status == "FINISHED" and not r.metrics.get(M.PRUNED)]
+    finished = [r for r in results if r.finished and not r.metrics.get(M.PRUNED)]
     if not finished:
         return None
     zero = [r for r in finished if r.params.get(NUM_WORKERS) == 0]
@@ -46,16 +46,12 @@ def summary_table(items: Sequence[tuple[Path, RunResult]], confirmation: Optiona
     return "\n".join([text, *shared])
 
 
-def _ranks(result: RunResult) -> int:
-    return result.params.get(RANKS_KEY) or 1
-
-
 def _rate(result: Optional[RunResult]) -> Optional[float]:
     return result.metrics[M.THROUGHPUT] if result else None
 
 
 def _hostnames(group: Sequence[tuple[Path, RunResult]]) -> str:
-    return ", ".join(sorted({str(r.host.get("hostname")) for _, r in group}))
+    return ", ".join(sorted({str(r.host.hostname) for _, r in group}))
 
 
 def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confirmation] = None) -> str:
@@ -63,18 +59,18 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
     results = [r for _, r in items]
     axes = varying_params(results) or [NUM_WORKERS]
     # The ranks per node are the machine's (its GPUs), not a knob: one recommendation per count.
-    ranks = sorted(set(map(_ranks, results)))
-    recs = {count: recommend([r for r in results if _ranks(r) == count]) for count in ranks}
+    ranks = sorted({r.ranks for r in results})
+    recs = {count: recommend([r for r in results if r.ranks == count]) for count in ranks}
     # Speed-up against the baseline with as many ranks.
-    base_rates = {count: _rate(baseline([r for r in results if _ranks(r) == count])) for count in ranks}
-    kinds = Columns(stepped=any(r.info.get("bound", "").endswith("-bound") for r in results),  # a step ran
+    base_rates = {count: _rate(baseline([r for r in results if r.ranks == count])) for count in ranks}
+    kinds = Columns(stepped=any(r.info.stepped for r in results),  # a step ran
                     ranked=any(r.metrics.get(M.RANK_COUNT, 1) > 1 for r in results),  # ranks loaded at once
                     cold=any(M.COLD in r.metrics for r in results),  # bench.cache=cold|both
                     ceiling=any(M.CEILING_FRACTION in r.metrics for r in results))
     rows = [kinds.header(axes)]
     for _, r in items:
-        rec = recs[_ranks(r)]
-        rows.append(_row(r, axes, base_rates[_ranks(r)], kinds, rec.result if rec else None))
+        rec = recs[r.ranks]
+        rows.append(_row(r, axes, base_rates[r.ranks], kinds, rec.result if rec else None))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -85,7 +81,7 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
         notes.append(rec.text)
         if confirmation is not None and count == 1:
             notes.append(confirmation.text(axes, TOLERANCE))
-        notes += ["", *ceiling_sections([r for r in results if _ranks(r) == count], rec.result)]
+        notes += ["", *ceiling_sections([r for r in results if r.ranks == count], rec.result)]
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
@@ -118,7 +114,7 @@ NOISY_SHARE = 0.5  # this share of the runs noisy: the sweep says what to do rat
 
 
 def noise_advice(results: Sequence[RunResult]) -> list[str]:
-    finished = [r for r in results if r.status == "FINISHED"]
+    finished = [r for r in results if r.finished]
     noisy = [r for r in finished if r.metrics.get(M.NOISY)]
     notes = []
     if any(r.metrics.get(M.THROUGHPUT) for r in finished):
@@ -145,7 +141,7 @@ def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], kinds: C
     return [
         *(param_text(r.params.get(a)) for a in axes),
         ("PRUNED" if m.get(M.PRUNED) else r.status) + ("*" if m.get(M.NOISY) else ""),
-        f"({m[M.PREDICTED]:,.0f})" if r.status == PREDICTED and M.PREDICTED in m else _fmt(rate, 0),
+        f"({m[M.PREDICTED]:,.0f})" if r.status is Status.PREDICTED and M.PREDICTED in m else _fmt(rate, 0),
         *([_fmt(m.get(M.SLOWEST_RANK, rate), 0)] if ranked else []),
         versus(r, pick),
         _fmt(100 * m[M.THROUGHPUT_IQR], 1) if m.get(M.REPEATS, 0) >= 2 else "-",
@@ -157,10 +153,10 @@ def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], kinds: C
         f"{rate / base_rate:.2f}x" if rate and base_rate else "-",
         *([_fmt(100 * m[M.CEILING_FRACTION], 0) if M.CEILING_FRACTION in m else "-"] if ceiling else []),
         _fmt(100 * m[M.STALL], 0) if M.STALL in m else "-",
-        *([r.info.get("bound", "-").replace("-bound", "")] if stepped else []),
+        *([str(r.info.bound or "-").replace("-bound", "")] if stepped else []),
         _fmt(m.get(M.H2D_GBPS), 2) if m.get(M.H2D_MEASURED) else "n/m",
         _fmt(m.get(M.PSS), 0),
-        {True: "ok", False: "FAILED", None: "-"}[r.info.get(M.DELIVERY)],
+        {True: "ok", False: "FAILED", None: "-"}[r.info.delivery_ok],
     ]
 
 
@@ -181,12 +177,12 @@ def _notes(items: Sequence[tuple[Path, RunResult]], ranked: bool) -> list[str]:
     if any(M.CEILING_FRACTION in r.metrics for r in results):
         notes.append("ceil%: throughput against this machine's ceiling for the pipeline (the model's, below)")
     if results and not any(r.metrics.get(M.H2D_MEASURED) for r in results):
-        notes.append("n/m: " + str(results[0].info.get("h2d", "host-to-device copy not measured")))
-    if any(r.status == PREDICTED for r in results):
+        notes.append("n/m: " + str(results[0].info.h2d or "host-to-device copy not measured"))
+    if any(r.status is Status.PREDICTED for r in results):
         notes.append("PREDICTED: bench.predict took the model's figure (in parentheses) instead of measuring: the "
                      "measured runs around the predicted knee agree with the model within 10%")
     for folder, r in items:
-        if r.status not in ("FINISHED", PREDICTED):
+        if r.status not in (Status.FINISHED, Status.PREDICTED):
             notes.append(f"{folder.name}: {r.status}: {(r.error or '').splitlines()[0] if r.error else ''}")
     if ranked:
         notes.append("slowest: the slowest rank's samples/s (a synchronous step waits for it); samples/s is all "
@@ -197,7 +193,7 @@ def _notes(items: Sequence[tuple[Path, RunResult]], ranked: bool) -> list[str]:
 
 def _datamodule_note(results: Sequence[RunResult]) -> list[str]:
     """dataset=lightning: the DataModule's own settings, and what the sweep measured with them."""
-    own = next((r.info["datamodule_baseline"] for r in results if r.info.get("datamodule_baseline")), None)
+    own = next((r.info.datamodule_baseline for r in results if r.info.datamodule_baseline), None)
     if not own:
         return []
     knobs = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
@@ -206,7 +202,7 @@ def _datamodule_note(results: Sequence[RunResult]) -> list[str]:
         found = params.get(prefix + key)
         return 2 if key == "prefetch_factor" and found is None and params.get(prefix + "num_workers") else found
 
-    same = [r for r in results if r.status == "FINISHED"
+    same = [r for r in results if r.finished
             and all(value(r.params, "loader.", k) == value(own, "", k) for k in knobs if f"loader.{k}" in r.params)]
     measured = (f": {same[0].metrics[M.THROUGHPUT]:,.0f} samples/s measured with them" if same else
                 ": not among the runs (add its num_workers to the sweep to compare)")

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from loaderexp.harness.stages import StageProfile
+from loaderexp.result.facts import Bound, HostFacts, RunFacts, Status
 from loaderexp.result.host import cpu_model, machine_facts, usable_cpus
 
 RESULT_FILE = "result.json"
-PREDICTED = "PREDICTED"  # a job's status when bench.predict took the model's figure instead of measuring it
+TOLERANCE = 0.05  # a run within 5% of the best is as good as it: the recommendation's, the search's and the check's
 
 # The params (flattened settings) that the report, the tracker and the search read back from a
 # result: spelled here once, each a real schema path (tests/test_layout.py checks).
@@ -47,20 +49,56 @@ IGNORED_PARAMS = ("tracking.", DATA_ROOT, "bench.", DATASET_ROOT, RESUME)
 
 @dataclass
 class RunResult:
-    status: str  # "FINISHED" | "FAILED" | "KILLED" | "PREDICTED" (bench.predict: not measured)
+    """A run's record: typed while it lives, flattened to names only where result.json and MLflow are written."""
+
+    status: Status
     params: dict[str, Any]  # resolved, flattened config: "loader.num_workers" -> 4
     metrics: dict[str, float] = field(default_factory=dict)  # unit-bearing names (result.metrics)
-    info: dict[str, Any] = field(default_factory=dict)  # non-numeric facts: data source, bound, h2d reason
+    info: RunFacts = field(default_factory=RunFacts)
     warnings: list[str] = field(default_factory=list)
     error: Optional[str] = None
-    host: dict[str, Any] = field(default_factory=dict)
+    host: HostFacts = field(default_factory=HostFacts)
     config_hash: str = ""
     run_id: Optional[str] = None  # MLflow run id once created
     logged: bool = False  # everything reached MLflow (else `python -m loaderexp.sync` imports it)
-    profile: Optional[dict[str, Any]] = None  # the stage costs the ceiling is modelled from (measure.stages)
+    profile: Optional[StageProfile] = None  # the stage costs the ceiling is modelled from
+
+    def __post_init__(self) -> None:
+        # Built from plain values (a test, a script): typed here once; an undeclared fact is a TypeError.
+        self.status = Status(self.status)
+        if isinstance(self.info, dict):
+            self.info = RunFacts(**self.info)
+        if isinstance(self.host, dict):
+            self.host = HostFacts(**self.host)
+        if isinstance(self.profile, dict):
+            self.profile = StageProfile.from_dict(self.profile)
+
+    def to_record(self) -> dict[str, Any]:
+        """The record as result.json holds it: plain values, unset facts left out."""
+        record = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        record.update(status=self.status.value, info=self.info.to_dict(), host=self.host.to_dict(),
+                      profile=self.profile.to_dict() if self.profile is not None else None)
+        return record
+
+    @classmethod
+    def from_record(cls, data: Any) -> "RunResult":
+        """The one way back from a record (result.json, or a run read from MLflow) to the typed value; a
+        ValueError for what is not one."""
+        if not isinstance(data, dict) or not isinstance(data.get("params"), dict) or "status" not in data:
+            raise ValueError("it holds no status and params")
+        try:
+            status = Status(data["status"])
+        except ValueError:
+            raise ValueError(f"its status {data['status']!r} is none of {', '.join(s.value for s in Status)}") from None
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values.update(status=status, info=RunFacts.from_dict(data.get("info")),
+                      host=HostFacts.from_dict(data.get("host")),
+                      profile=StageProfile.from_dict(data["profile"]) if data.get("profile") else None)
+        return cls(**values)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True, default=str)
+        return json.dumps(self.to_record(), indent=2, sort_keys=True, default=str)
 
     def write(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -72,14 +110,11 @@ class RunResult:
 
     @classmethod
     def read(cls, path: Path) -> "RunResult":
-        data = json.loads(Path(path).read_text())
-        if not isinstance(data, dict) or not isinstance(data.get("params"), dict) or "status" not in data:
-            raise ValueError("it holds no status and params")
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls.from_record(json.loads(Path(path).read_text()))
 
-    def param(self, name: str, default: Any = None) -> Any:
-        return self.params.get(name, default)
+    @property
+    def finished(self) -> bool:
+        return self.status is Status.FINISHED
 
     @property
     def workers(self) -> int:
@@ -125,5 +160,5 @@ def redact_uri(uri: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query, safe="*"))) if parts.query else urlunsplit(parts)
 
 
-__all__ = ["RESULT_FILE", "RunResult", "cpu_model", "machine_facts", "param_text", "redact_uri", "uri_secrets",
+__all__ = ["RESULT_FILE", "TOLERANCE", "Bound", "HostFacts", "RunFacts", "RunResult", "Status", "cpu_model", "machine_facts", "param_text", "redact_uri", "uri_secrets",
            "usable_cpus"]

@@ -3,57 +3,53 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from loaderexp.harness.stages import StageProfile
 from loaderexp.model import CeilingModel, Machine
 from loaderexp.result import BACKEND, BATCH_SIZE, NUM_WORKERS, PIN_MEMORY, RunResult
 from loaderexp.result import metrics as M
+from loaderexp.result.facts import RunFacts
 
 MODELLED_BACKENDS = ("dataloader",)  # the model's worker and main-process costs are torch DataLoader's
 
 
-def profile_of(result: RunResult) -> Optional[StageProfile]:
-    return StageProfile.from_dict(result.profile) if result.profile else None
-
-
 def machine_of(result: RunResult, profile: StageProfile) -> Machine:
     m, info, host = result.metrics, result.info, result.host
-    length = info.get("dataset_length")
+    length = info.dataset_length
     read = m[M.FILE_MB] * 2**20 / length if m.get(M.FILE_MB) and length else None
     return Machine(
-        cores=float(host.get("cpus_usable") or profile.cores),
+        cores=float(host.cpus_usable or profile.cores),
         batch_size=result.params.get(BATCH_SIZE) or profile.batch_size,
         ranks=result.ranks,
         storage_mb_per_s=m.get(M.STORAGE_READ),
         read_bytes_per_sample=read,
-        files_stay_warm=info.get("cache_stays_warm"),
+        files_stay_warm=info.cache_stays_warm,
         copy_gb_per_s=m.get(M.H2D_GBPS) if m.get(M.H2D_MEASURED) else None,
         step_s_per_batch=m[M.STEP_MS] / 1000 if m.get(M.STEP_MS) else None,
-        pins=bool(result.params.get(PIN_MEMORY)) and bool(host.get("cuda_available")),
+        pins=bool(result.params.get(PIN_MEMORY)) and bool(host.cuda_available),
     )
 
 
 def model_of(result: RunResult) -> Optional[CeilingModel]:
     """The ceiling model for this run's setting, or None (no profile, or a backend it does not cover)."""
-    profile = profile_of(result)
+    profile = result.profile
     if profile is None or result.params.get(BACKEND, "dataloader") not in MODELLED_BACKENDS:
         return None
     return CeilingModel(profile, machine_of(result, profile))
 
 
-def ceiling_figures(result: RunResult) -> tuple[dict[str, float], dict[str, Any]]:
+def ceiling_figures(result: RunResult) -> tuple[dict[str, float], RunFacts]:
     """(metrics, info) of a finished run against the ceiling."""
     model = model_of(result)
     rate = result.metrics.get(M.THROUGHPUT)
     if model is None or not rate:
         reason = ("no stage profile (bench.profile_s=0, or an iterable dataset)" if result.profile is None else
                   f"backend={result.params.get(BACKEND)}: the ceiling model covers torch's DataLoader")
-        return {}, {"ceiling": f"not modelled: {reason}"}
+        return {}, RunFacts(ceiling=f"not modelled: {reason}")
     ceiling = model.ceiling()
     predicted = model.predict(result.params.get(NUM_WORKERS) or 0)
     metrics = {M.CEILING: round(ceiling.rate, 1), M.CEILING_FRACTION: round(rate / ceiling.rate, 4),
                M.PREDICTED: round(predicted, 1), M.MODEL_ERROR: round(predicted / rate - 1, 4)}
-    info = {"ceiling": f"{ceiling.name}: {ceiling.how}", "ceiling_binding": ceiling.name,
-            "ceiling_lift": ceiling.lift}
-    return metrics, info
+    return metrics, RunFacts(ceiling=f"{ceiling.name}: {ceiling.how}", ceiling_binding=ceiling.name,
+                             ceiling_lift=ceiling.lift)

@@ -14,6 +14,7 @@ from typing import Any, Optional, Union
 from loaderexp.harness.batches import batches_table, with_rank
 from loaderexp.harness.records import MemoryRecord, Measurement, NodeMeasurement, StepTimes, percentile
 from loaderexp.result import metrics as M
+from loaderexp.result.facts import Bound, RunFacts
 
 STALL_THRESHOLD = 0.10  # a step waiting for data this share of its time is loader-bound
 
@@ -21,7 +22,7 @@ STALL_THRESHOLD = 0.10  # a step waiting for data this share of its time is load
 @dataclass
 class Figures:
     metrics: dict[str, float]
-    info: dict[str, Any]
+    info: RunFacts
     warnings: list[str] = field(default_factory=list)
     batches_csv: str = ""  # per-batch timings, one row per measured batch
 
@@ -35,7 +36,7 @@ def figures(measured: Union[Measurement, NodeMeasurement]) -> Figures:
     return Figures(metrics, info_of(measured), warnings, batches_table(measured.windows))
 
 
-def classify(wait_s: float, transfer_s: float, compute_s: float, stall_threshold: float = STALL_THRESHOLD) -> str:
+def classify(wait_s: float, transfer_s: float, compute_s: float, stall_threshold: float = STALL_THRESHOLD) -> Bound:
     """Which part limits a step: the loader (waiting for data), the copy, or the compute.
 
     A step whose data wait is at least ``stall_threshold`` of its time is loader-bound, as in
@@ -43,10 +44,10 @@ def classify(wait_s: float, transfer_s: float, compute_s: float, stall_threshold
     """
     total = wait_s + transfer_s + compute_s
     if total <= 0:
-        return "unknown"
+        return Bound.UNKNOWN
     if wait_s / total >= stall_threshold:
-        return "loader-bound"
-    return "transfer-bound" if transfer_s > compute_s else "compute-bound"
+        return Bound.LOADER
+    return Bound.TRANSFER if transfer_s > compute_s else Bound.COMPUTE
 
 
 def _compute_s(step: StepTimes) -> float:
@@ -162,36 +163,31 @@ def _resource_metrics(m: Measurement) -> dict[str, float]:
     return found
 
 
-def bound_of(m: Measurement) -> str:
+def bound_of(m: Measurement) -> Bound:
     if not m.step.has_step:
-        return "no step (loader ceiling)"
+        return Bound.NO_STEP
     copy_s = m.transfer.total_ms / 1000 if m.transfer.measured else m.step.copy_s
     return classify(sum(m.waits), copy_s, _compute_s(m.step))
 
 
-def info_of(m: Measurement) -> dict[str, Any]:
-    facts = m.facts
-    info: dict[str, Any] = {
-        "h2d": "measured with CUDA events" if m.transfer.measured else m.transfer.reason,
-        "bound": bound_of(m),
-        M.NOISY: m.noisy,
-        "repeats_stopped": m.stopped,
-        "warmup_batches": m.budget.warmup_batches,
-        "round_size": m.budget.round_size,
-        "repeat_rates": [round(w.samples_per_s, 1) for w in m.windows],
-        "backend": facts.backend,
-    }
-    if facts.worker_start_method is not None:
-        info["worker_start_method"] = facts.worker_start_method
-    if facts.datamodule_baseline is not None:
-        info["datamodule_baseline"] = facts.datamodule_baseline
-    if m.resources.gpu_note:
-        info["gpu_metrics"] = m.resources.gpu_note
-    if m.memory is not None and m.memory.trace:
-        info["memory_basis"] = m.memory.basis
-    if m.cold is not None:
-        info.update(cache=m.cold.note, cache_stays_warm=m.cold.stays_warm)
-    info.update(
+def info_of(m: Measurement) -> RunFacts:
+    facts, memory, cold = m.facts, m.memory, m.cold
+    traced = memory is not None and bool(memory.trace)
+    return RunFacts(
+        h2d="measured with CUDA events" if m.transfer.measured else m.transfer.reason,
+        bound=bound_of(m),
+        noisy=m.noisy,
+        repeats_stopped=m.stopped,
+        warmup_batches=m.budget.warmup_batches,
+        round_size=m.budget.round_size,
+        repeat_rates=[round(w.samples_per_s, 1) for w in m.windows],
+        backend=facts.backend,
+        worker_start_method=facts.worker_start_method,
+        datamodule_baseline=facts.datamodule_baseline,
+        gpu_metrics=m.resources.gpu_note or None,
+        memory_basis=memory.basis if traced else None,
+        cache=cold.note if cold is not None else None,
+        cache_stays_warm=cold.stays_warm if cold is not None else None,
         device=facts.device,
         data_source=facts.data_source,
         dataset_length=facts.dataset_length,
@@ -200,7 +196,6 @@ def info_of(m: Measurement) -> dict[str, Any]:
         delivery_problems=list(m.delivery.problems),
         delivery_epochs_checked=m.delivery.epochs_checked,
     )
-    return info
 
 
 COPYING_MB = 32.0  # a worker that copies more of the dataset than this over an epoch is said to copy it
@@ -258,8 +253,8 @@ def node_figures(node: NodeMeasurement) -> Figures:
     info = info_of(node.ranks[0])
     problems = [f"rank {r}: {p}" for r, m in enumerate(node.ranks) for p in m.delivery.problems]
     delivered = all(m.delivery.ok is not False for m in node.ranks) and not node.share_problems
-    world, length = len(node.ranks), info.get("dataset_length")
-    info.update(
+    world, length = len(node.ranks), info.dataset_length
+    info.update(RunFacts(
         ranks=world,
         rank_start_method=node.start_method,
         rank_cores=node.cores,
@@ -270,7 +265,7 @@ def node_figures(node: NodeMeasurement) -> Figures:
                                + (f"; DistributedSampler repeats {node.padding} to give every rank as many"
                                   if node.padding else " exactly once")),
         dist_padding_samples=node.padding,
-    )
+    ))
     metrics[M.DELIVERY] = float(delivered)
     warnings = sorted({w for m in node.ranks for w in [*m.warnings, *memory_warnings(m.memory, {})]})
     available = min((m.memory.available_mb for m in node.ranks if m.memory and m.memory.available_mb), default=None)

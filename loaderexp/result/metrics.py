@@ -132,8 +132,6 @@ RANK_COUNT = metric("ranks", "ranks", NODE, "ranks that loaded at once")
 # A sweep's parent run.
 STAGE_CPU = metric("stage_cpu_ms_per_sample", "ms", Combine.NONE, "a stage's CPU per sample (stage_cpu_ms_per_sample.<stage>)")
 STAGE_SHARE = metric("stage_cpu_share", "ratio", Combine.NONE, "a stage's share of a sample's CPU (.<stage>)")
-CONFIRMED_DIFF = metric("confirmed_diff_rel", "ratio", Combine.NONE,
-                        "paired interleaved windows: the pick's rival against the pick, mean (.<rival>)")
 JOBS_RECORDED = metric("jobs_recorded", "jobs", Combine.NONE, "results in the sweep folder at its end")
 SWEEP_SECONDS = metric("sweep_seconds", S, Combine.NONE, "the sweep's wall time")
 

@@ -36,7 +36,8 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, open_dict
 
-from loaderexp.config import ConfigError, composed_spec, plain, validate, without_inapplicable
+from loaderexp.config import ConfigError, composed_spec, plain, without_inapplicable
+from loaderexp.loading.registry import checked
 from loaderexp.report import recommend
 from loaderexp.result import RunResult, usable_cpus
 from loaderexp.result import metrics as M
@@ -80,7 +81,7 @@ class Search:
         with open_dict(cfg):
             del cfg["hydra"]  # a job's own fields (hydra.job.num) are not set until it is launched
         spec = composed_spec(cfg)
-        validate(spec, cuda_available=True, cpus=usable_cpus(), targets=False)  # CUDA: the job knows and says
+        checked(spec, cuda_available=True, cpus=usable_cpus(), targets=False)  # CUDA: the job knows and says
         loader, _ = without_inapplicable(spec.loader)
         # How the search runs (its floor, a resumed study) is not what a trial measures.
         spec = dataclasses.replace(spec, loader=loader, resume=False,
@@ -156,14 +157,14 @@ class Search:
         trial.set_user_attr("key", key)
         state.job_index += 1
         state.launched += 1
-        if result is None or result.status != "FINISHED":
+        if result is None or not result.finished:
             study.tell(trial, state=TrialState.FAIL)
             return False
         rate = result.metrics[M.THROUGHPUT]
         trial.set_user_attr("rate", rate)
         state.measured[key] = rate
         state.results.append(result)
-        for step, value in enumerate(result.info.get("repeat_rates") or []):
+        for step, value in enumerate(result.info.repeat_rates or []):
             trial.report(value, step)
         if result.metrics.get(M.PRUNED):
             study.tell(trial, state=TrialState.PRUNED)
@@ -267,7 +268,7 @@ class Search:
         dimension = space.dimensions.get(WORKERS)
         if not isinstance(dimension, IntDimension):
             return []
-        cpus = usable_cpus()
+        cpus = max(int(usable_cpus()), 1)  # a quota of 1.5 cores still seeds whole workers
         wanted = (cpus,) if self._profiled() else (cpus, max(cpus // 2, 1), dimension.low)
         values = dimension.values
         picks = dict.fromkeys(min(values, key=lambda v: abs(v - w)) for w in wanted)

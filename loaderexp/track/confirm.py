@@ -19,7 +19,6 @@ from loaderexp.config import RESOLVED_CONFIG, spec_from_file
 from loaderexp.execute.dispatch import compare_specs
 from loaderexp.execute.host_lock import exclusive_host
 from loaderexp.report import recommend
-from loaderexp.report.recommend import TOLERANCE
 from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Comparison, Confirmation, fastest_rival, fewer_workers_rival
 from loaderexp.result import RunResult
@@ -39,7 +38,7 @@ def compare_runs(base: Path, rival: Path, seconds: float) -> Difference:
 
 def _skipped(results: Sequence[RunResult], pick: RunResult) -> str:
     here = socket.gethostname()
-    if any(r.host.get("hostname") not in (None, here) for r in results if r.status == "FINISHED"):
+    if any(r.host.hostname not in (None, here) for r in results if r.finished):
         return "the jobs ran on other hosts: a comparison on this one would not be theirs"
     if pick.ranks > 1:
         return "runs with several ranks per node are not compared side by side"
@@ -58,7 +57,7 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
     if skipped:
         return Confirmation(pick=chosen.result.params, note=skipped)
     folder = {id(r): path for path, r in items}
-    finished = [r for r in results if r.status == "FINISHED" and not r.metrics.get(M.PRUNED)]
+    finished = [r for r in results if r.finished and not r.metrics.get(M.PRUNED)]
     confirmation, current = Confirmation(pick=chosen.result.params), chosen.result
     per, started = seconds / 2, time.monotonic()
 

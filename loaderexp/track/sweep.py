@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from loaderexp.config import ConfigError, check_tracking, composed_spec
 from loaderexp.config.schema import TrackingConfig
 from loaderexp.result import metrics as M
-from loaderexp.result import PREDICTED
+from loaderexp.result import Status
 from loaderexp.execute.predict import SWEEP_RECORD  # the jobs read it back: execute owns its name
 from loaderexp.track.launchers import check_launcher
 from loaderexp.track.stores import refuse_credentials_in_uri
@@ -138,7 +138,7 @@ class SweepCallback(Callback):
         log.info("MLflow: experiment %r, parent run %s", tracking.experiment, STATE.parent_run_id)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        finish_sweep("FINISHED")
+        finish_sweep(Status.FINISHED)
 
 
 def _open_parent(spec: Any, config: DictConfig, grid_text: str) -> str:
@@ -160,7 +160,7 @@ def _open_parent(spec: Any, config: DictConfig, grid_text: str) -> str:
         if closed:
             log.info("resume: %d run(s) a killed sweep left RUNNING are now KILLED", closed)
         started = tracker.client.get_run(parent).data.tags.get("mlflow.runName", "sweep").split(" (")[0]
-        tracker.client.update_run(parent, status="RUNNING", name=f"{started} ({size}, resumed)")
+        tracker.client.update_run(parent, status=Status.RUNNING.value, name=f"{started} ({size}, resumed)")
         tracker.log(parent, tags=described)
         return parent
     tags = {**host_tags(machine_facts()), "loaderexp.sweep": "parent", "loaderexp.sweep_dir": str(STATE.sweep_dir),
@@ -176,7 +176,7 @@ def _write_record(tracking: TrackingConfig) -> None:
         "total": STATE.total, "swept_keys": list(STATE.swept_keys), "jobs": STATE.jobs or []}, indent=2))
 
 
-def finish_sweep(status: str) -> None:
+def finish_sweep(status: Status) -> None:
     """Report the sweep (table, recommendation, plot) and close its parent run; also on Ctrl-C, as KILLED.
     A report that cannot be written (a full disk) is said, and the parent still closes."""
     if STATE.sweep_dir is None:
@@ -184,7 +184,7 @@ def finish_sweep(status: str) -> None:
     from loaderexp.report import load_results, write_report
 
     items = load_results(STATE.sweep_dir)
-    confirmation = _confirmed(items) if status == "FINISHED" else None
+    confirmation = _confirmed(items) if status is Status.FINISHED else None
     elapsed = time.time() - STATE.started
     artifacts: list[Path] = []
     try:
@@ -257,7 +257,7 @@ def _summary(text: str, items: list, elapsed: float, exported: Sequence[Path] = 
                 log.error("could not store the sweep's chart view in MLflow: %s", error)
         if not STATE.tracker.uri.startswith("http"):
             lines.append(f"(start the UI with `mlflow ui --backend-store-uri {shlex.quote(STATE.tracker.uri)}`)")
-        unlogged = [r for _, r in items if not r.logged and r.status != PREDICTED]
+        unlogged = [r for _, r in items if not r.logged and r.status is not Status.PREDICTED]
         if unlogged:
             lines.append(f"{len(unlogged)} result(s) did not reach MLflow; import them with: "
                          f"python -m loaderexp.sync {shlex.quote(str(STATE.sweep_dir))}")

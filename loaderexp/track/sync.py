@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Optional
 
 from loaderexp.report import load_results
-from loaderexp.result import NUM_WORKERS, PREDICTED, TRACKING_EXPERIMENT, TRACKING_URI
+from loaderexp.result import NUM_WORKERS, TRACKING_EXPERIMENT, TRACKING_URI, Status
 from loaderexp.track.tracker import MlflowTracker, close_stale_runs, host_tags, log_result
 
 
 def sync(sweep_dir: Path, uri: Optional[str] = None, experiment: Optional[str] = None) -> int:
     """Log every unlogged result below ``sweep_dir``; returns how many were imported."""
-    pending = [(folder, r) for folder, r in load_results(sweep_dir) if not r.logged and r.status not in ("RUNNING", PREDICTED)]
+    pending = [(folder, r) for folder, r in load_results(sweep_dir) if not r.logged and r.status not in (Status.RUNNING, Status.PREDICTED)]
     if not pending:
         return 0
     first = pending[0][1].params
@@ -62,11 +62,11 @@ def _parent(tracker: MlflowTracker, sweep_dir: Path) -> str:
         found = _run(tracker, saved.get("parent_run_id"))
         if found is not None:
             close_stale_runs(tracker, found.info.run_id)  # jobs a killed sweep left RUNNING
-            if found.info.status == "RUNNING":
-                tracker.end_run(found.info.run_id, "FINISHED")  # the sweep could not close it itself
+            if found.info.status == Status.RUNNING:
+                tracker.end_run(found.info.run_id, Status.FINISHED)  # the sweep could not close it itself
             return found.info.run_id
     parent = tracker.start_run(f"imported {sweep_dir}", {"loaderexp.sweep": "parent", "loaderexp.sweep_dir": str(sweep_dir)})
-    tracker.end_run(parent, "FINISHED")
+    tracker.end_run(parent, Status.FINISHED)
     return parent
 
 

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from loaderexp.config import RESOLVED_CONFIG
 from loaderexp.result import (DATA_ROOT, DATASET_NAME, DATASET_ROOT, DATASET_TARGET, NUM_WORKERS, RESULT_FILE, STOP_BELOW,
-                              param_text)
+                              HostFacts, RunFacts, RunResult, Status, param_text)
 from loaderexp.result import metrics as M
 from loaderexp.track.stores import client
 from loaderexp.track.versions import DIFF_FILE
@@ -86,7 +86,7 @@ class MlflowTracker:
         # The client splits a call into the store's per-request limits (100 params/tags) itself.
         self.client.log_batch(run_id, metrics=metric_list, params=param_list, tags=tag_list)
 
-    def log_dataset(self, run_id: str, params: Mapping[str, Any], info: Mapping[str, Any]) -> None:
+    def log_dataset(self, run_id: str, params: Mapping[str, Any], info: RunFacts) -> None:
         """The run's dataset as an MLflow input (the runs table's Dataset column): its name, where it
         is, a digest of its settings, and whether it was generated or is the real one.
 
@@ -99,11 +99,11 @@ class MlflowTracker:
         digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
         where = params.get(DATASET_ROOT) or params.get(DATA_ROOT) or params.get(DATASET_TARGET, "")
         source = json.dumps({"uri": str(where), "target": params.get(DATASET_TARGET)})
-        profile = json.dumps({"data_source": info.get("data_source"), "samples": info.get("dataset_length"),
-                              "batches_per_epoch": info.get("batches_per_epoch")})
+        profile = json.dumps({"data_source": info.data_source, "samples": info.dataset_length,
+                              "batches_per_epoch": info.batches_per_epoch})
         dataset = Dataset(name=str(params.get(DATASET_NAME, "dataset")), digest=digest, source_type="local",
                           source=source, profile=profile)
-        tags = [InputTag("mlflow.data.context", "train"), InputTag("loaderexp.data_source", str(info.get("data_source")))]
+        tags = [InputTag("mlflow.data.context", "train"), InputTag("loaderexp.data_source", str(info.data_source))]
         try:
             self.client.log_inputs(run_id, datasets=[DatasetInput(dataset, tags=tags)])
         except Exception:  # noqa: BLE001 - MLflow raises its own and HTTP errors alike
@@ -112,8 +112,8 @@ class MlflowTracker:
     def log_file(self, run_id: str, path: Path, artifact_path: Optional[str] = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path)
 
-    def end_run(self, run_id: str, status: str) -> None:
-        self.client.set_terminated(run_id, status=status)
+    def end_run(self, run_id: str, status: Status) -> None:
+        self.client.set_terminated(run_id, status=Status(status).value)
 
     def ui_address(self) -> str:
         """The UI's root: the tracking server itself, or where `mlflow ui` serves a local store."""
@@ -162,7 +162,7 @@ def close_stale_runs(tracker: MlflowTracker, parent_id: str) -> int:
     for run in stale:
         tracker.client.set_tag(run.info.run_id, "mlflow.note.content",
                                "**KILLED**: its sweep was killed while it measured (closed when the sweep was resumed)")
-        tracker.end_run(run.info.run_id, "KILLED")
+        tracker.end_run(run.info.run_id, Status.KILLED)
     return len(stale)
 
 
@@ -184,27 +184,27 @@ def _is_number(value: Any) -> bool:
     return number == number  # NaN is not logged: MLflow's UI charts it as a gap anyway
 
 
-def host_tags(host: Mapping[str, Any]) -> dict[str, Any]:
+def host_tags(host: HostFacts) -> dict[str, Any]:
     """Host facts as run tags (``host.cpu_count`` ...), so runs from different machines stay apart."""
-    return {f"host.{k}": v for k, v in host.items()}
+    return {f"host.{k}": v for k, v in host.to_dict().items()}
 
 
-def log_result(tracker: MlflowTracker, run_id: str, result: Any, folder: Path) -> None:
+def log_result(tracker: MlflowTracker, run_id: str, result: RunResult, folder: Path) -> None:
     """A finished job's params, metrics, tags and files, then its final status."""
-    tags: dict[str, Any] = {f"info.{k}": v for k, v in result.info.items() if k != "traceback"}
+    tags: dict[str, Any] = {f"info.{k}": v for k, v in result.info.to_dict().items() if k != "traceback"}
     tags["loaderexp.warnings"] = " | ".join(result.warnings)
     if result.error:
         tags["error"] = result.error
         tags["mlflow.note.content"] = f"**{result.status}**: {result.error}"
-    elif result.info.get("not_written"):  # measured and logged, but a local file is missing (a full disk)
-        tags["mlflow.note.content"] = f"**{result.status}**, not written locally: " + "; ".join(result.info["not_written"])
+    elif result.info.not_written:  # measured and logged, but a local file is missing (a full disk)
+        tags["mlflow.note.content"] = f"**{result.status}**, not written locally: " + "; ".join(result.info.not_written)
     elif result.metrics.get(M.PRUNED):  # shown on the run's page; the tag filters the table
         tags["loaderexp.pruned"] = "true"
         tags["mlflow.note.content"] = ("**PRUNED** by the search after its first window: below "
                                        f"{result.params.get(STOP_BELOW)} samples/s, the best trial's rate "
                                        "less the search's prune_margin.")
     tracker.log(run_id, params=result.params, metrics=result.metrics, tags=tags)
-    if result.status == "FINISHED":
+    if result.finished:
         _log_dataset(tracker, run_id, result)
     for name in (RESULT_FILE, RESOLVED_CONFIG, "batches.csv", DIFF_FILE):
         if (folder / name).is_file():
@@ -212,7 +212,7 @@ def log_result(tracker: MlflowTracker, run_id: str, result: Any, folder: Path) -
     tracker.end_run(run_id, result.status)
 
 
-def _log_dataset(tracker: MlflowTracker, run_id: str, result: Any) -> None:
+def _log_dataset(tracker: MlflowTracker, run_id: str, result: RunResult) -> None:
     """The run's dataset input: a label, not a measurement, so a store that refuses it twice leaves
     the run recorded without it, and says so."""
     try:
