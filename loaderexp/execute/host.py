@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
 from loaderexp.result import HostFacts, machine_facts
@@ -11,11 +9,8 @@ from loaderexp.result import HostFacts, machine_facts
 
 def host_facts() -> HostFacts:
     """The machine plus what torch sees on it (CUDA, the GPU)."""
-    return dataclasses.replace(
-        machine_facts(),
-        torch=torch.__version__,
-        cuda_available=torch.cuda.is_available(),
-        cuda_version=torch.version.cuda,
-        gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        gpu_count=torch.cuda.device_count() if torch.cuda.is_available() else 0,
-    )
+    facts, cuda = machine_facts(), torch.cuda.is_available()
+    facts.torch, facts.cuda_available, facts.cuda_version = torch.__version__, cuda, torch.version.cuda
+    facts.gpu = torch.cuda.get_device_name(0) if cuda else None
+    facts.gpu_count = torch.cuda.device_count() if cuda else 0
+    return facts

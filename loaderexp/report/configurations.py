@@ -37,7 +37,7 @@ def _merged(group: list[tuple[Path, RunResult]], inert: list[str]) -> tuple[Path
     spread = (max(rates) - min(rates)) / median if median else 0.0
     metrics = {**middle.metrics, M.THROUGHPUT: median,
                M.THROUGHPUT_IQR: max(spread, *(r.metrics.get(M.THROUGHPUT_IQR, 0.0) for _, r in group))}
-    info = dataclasses.replace(middle.info, repeats_of_one_configuration=len(group), configuration_rates=rates)
+    info = middle.info.but(repeats_of_one_configuration=len(group), configuration_rates=rates)
     return folder, dataclasses.replace(middle, params=params, metrics=metrics, info=info)
 
 

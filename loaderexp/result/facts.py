@@ -55,23 +55,56 @@ _Facts = TypeVar("_Facts", bound="_Record")
 
 
 class _Record:
-    """Written without its unset (None) fields; read back keeping only the declared ones."""
+    """A record of facts: a fact is written when a writer stated it, None included (``rank_cores=None``:
+    the ranks were not pinned); a field nobody set is left out.  Read back keeping only declared fields."""
+
+    _given: set
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        given = self.__dict__.get("_given")
+        if given is not None:
+            given.add(name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: value for f in dataclasses.fields(self) if (value := getattr(self, f.name)) is not None}
+        given = self.__dict__.get("_given", set())
+        return {f.name: value for f in dataclasses.fields(self)  # type: ignore[arg-type]
+                if (value := getattr(self, f.name)) is not None or f.name in given}
 
     @classmethod
     def from_dict(cls: type[_Facts], data: Optional[dict[str, Any]]) -> _Facts:
-        known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         return cls(**{k: v for k, v in (data or {}).items() if k in known})  # type: ignore[call-arg]
 
     def update(self, values: "_Record") -> None:
-        """Take every fact ``values`` has set."""
+        """Take every fact ``values`` states."""
         for name, value in values.to_dict().items():
             setattr(self, name, value)
 
+    def but(self: _Facts, **changes: Any) -> _Facts:
+        """A copy with ``changes`` stated (dataclasses.replace would state every field)."""
+        copy = type(self).from_dict(self.to_dict())
+        for name, value in changes.items():
+            setattr(copy, name, value)
+        return copy
 
-@dataclass
+
+def record(cls: type) -> type:
+    """``@dataclass`` for a :class:`_Record`: what the constructor is given by name is stated, None included."""
+    cls = dataclass(cls)
+    init, names = cls.__init__, [f.name for f in dataclasses.fields(cls)]
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        object.__setattr__(self, "_given", None)  # the dataclass's own assignments are not statements
+        init(self, *args, **kwargs)
+        stated = set(names[: len(args)]) | set(kwargs) | {n for n in names if getattr(self, n) is not None}
+        object.__setattr__(self, "_given", stated)
+
+    cls.__init__ = __init__
+    return cls
+
+
+@record
 class HostFacts(_Record):
     """The host as the OS and torch see it, and the share of it this job may use."""
 
@@ -106,7 +139,7 @@ def _bound(value: Any) -> Any:
         return value  # another tool's word: kept as written, never taken for one of ours
 
 
-@dataclass
+@record
 class RunFacts(_Record):
     """What a run found besides its metrics: how it was measured, the data, the ranks, the ceiling, the host
     lock, and what went wrong.  Written as ``info`` in result.json and ``info.<name>`` tags in MLflow."""

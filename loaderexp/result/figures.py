@@ -172,8 +172,7 @@ def bound_of(m: Measurement) -> Bound:
 
 def info_of(m: Measurement) -> RunFacts:
     facts, memory, cold = m.facts, m.memory, m.cold
-    traced = memory is not None and bool(memory.trace)
-    return RunFacts(
+    info = RunFacts(
         h2d="measured with CUDA events" if m.transfer.measured else m.transfer.reason,
         bound=bound_of(m),
         noisy=m.noisy,
@@ -182,12 +181,6 @@ def info_of(m: Measurement) -> RunFacts:
         round_size=m.budget.round_size,
         repeat_rates=[round(w.samples_per_s, 1) for w in m.windows],
         backend=facts.backend,
-        worker_start_method=facts.worker_start_method,
-        datamodule_baseline=facts.datamodule_baseline,
-        gpu_metrics=m.resources.gpu_note or None,
-        memory_basis=memory.basis if traced else None,
-        cache=cold.note if cold is not None else None,
-        cache_stays_warm=cold.stays_warm if cold is not None else None,
         device=facts.device,
         data_source=facts.data_source,
         dataset_length=facts.dataset_length,
@@ -196,6 +189,18 @@ def info_of(m: Measurement) -> RunFacts:
         delivery_problems=list(m.delivery.problems),
         delivery_epochs_checked=m.delivery.epochs_checked,
     )
+    # Stated only where there is something to say.
+    if facts.worker_start_method is not None:
+        info.worker_start_method = facts.worker_start_method
+    if facts.datamodule_baseline is not None:
+        info.datamodule_baseline = facts.datamodule_baseline
+    if m.resources.gpu_note:
+        info.gpu_metrics = m.resources.gpu_note
+    if memory is not None and memory.trace:
+        info.memory_basis = memory.basis
+    if cold is not None:
+        info.cache, info.cache_stays_warm = cold.note, cold.stays_warm
+    return info
 
 
 COPYING_MB = 32.0  # a worker that copies more of the dataset than this over an epoch is said to copy it

@@ -26,9 +26,11 @@ def machine_facts() -> HostFacts:
         python=platform.python_version(),
         # Free-threaded builds (3.13t+) can run the thread backends' work in parallel.
         gil_enabled=sys._is_gil_enabled() if hasattr(sys, "_is_gil_enabled") else True,
-        cpu_quota_cores=round(quota, 3) if quota is not None else None,
-        memory_limit_gb=round(limit / 2**30, 2) if limit is not None else None,
     )
+    if quota is not None:  # stated only inside a cgroup that sets one
+        facts.cpu_quota_cores = round(quota, 3)
+    if limit is not None:
+        facts.memory_limit_gb = round(limit / 2**30, 2)
     try:
         import psutil
 
