@@ -15,27 +15,30 @@ ROOT = "/sys/fs/cgroup"
 UNLIMITED_BYTES = 2**60  # v1 writes "no limit" as a huge page-rounded number
 
 
-def _own_paths(proc_file: str = "/proc/self/cgroup") -> dict[str, str]:
-    """controller -> this process's cgroup path ("" for v2's unified hierarchy)."""
-    found: dict[str, str] = {}
+def _own_paths(proc_file: str = "/proc/self/cgroup") -> dict[str, tuple[str, str]]:
+    """controller -> (its hierarchy's name as v1 mounts it, e.g. "cpu,cpuacct"; this process's cgroup path);
+    "" stands for v2's unified hierarchy."""
+    found: dict[str, tuple[str, str]] = {}
     try:
         with open(proc_file) as f:
             for line in f:
                 _, controllers, path = line.rstrip("\n").split(":", 2)
                 for name in controllers.split(",") if controllers else [""]:
-                    found[name] = path
+                    found[name] = (controllers, path)
     except (OSError, ValueError):
         pass
     return found
 
 
-def _folders(controller: str, root: str = ROOT) -> Iterator[str]:
+def _folders(controller: str, root: str = ROOT, proc_file: str = "/proc/self/cgroup") -> Iterator[str]:
     """This process's cgroup folder for ``controller`` and each ancestor's, innermost first."""
-    paths = _own_paths()
-    if controller in paths and os.path.isdir(os.path.join(root, controller)):  # v1
-        base, path = os.path.join(root, controller), paths[controller]
+    paths = _own_paths(proc_file)
+    v1 = [os.path.join(root, name) for name in (controller, paths.get(controller, ("", ""))[0]) if name]
+    mounted = [folder for folder in v1 if controller in paths and os.path.isdir(folder)]
+    if mounted:  # v1: /sys/fs/cgroup/cpu (often a link to cpu,cpuacct)
+        base, path = mounted[0], paths[controller][1]
     elif "" in paths:  # v2
-        base, path = root, paths[""]
+        base, path = root, paths[""][1]
     else:
         return
     parts = [p for p in path.split("/") if p]
@@ -53,10 +56,10 @@ def _read(folder: str, name: str) -> Optional[str]:
         return None
 
 
-def cpu_quota_cores() -> Optional[float]:
+def cpu_quota_cores(root: str = ROOT, proc_file: str = "/proc/self/cgroup") -> Optional[float]:
     """The CPU quota as cores (1.5: one and a half cores' time per period); None where none is set."""
     quotas = []
-    for folder in _folders("cpu"):
+    for folder in _folders("cpu", root, proc_file):
         v2 = _read(folder, "cpu.max")
         if v2 is not None:
             quota, _, period = v2.partition(" ")
@@ -69,10 +72,10 @@ def cpu_quota_cores() -> Optional[float]:
     return min(quotas) if quotas else None
 
 
-def memory_limit_bytes() -> Optional[int]:
+def memory_limit_bytes(root: str = ROOT, proc_file: str = "/proc/self/cgroup") -> Optional[int]:
     """The tightest memory limit on this process's cgroups; None where none is set."""
     limits = []
-    for folder in _folders("memory"):
+    for folder in _folders("memory", root, proc_file):
         value = _read(folder, "memory.max") or _read(folder, "memory.limit_in_bytes")
         if value and value != "max" and int(value) < UNLIMITED_BYTES:
             limits.append(int(value))
@@ -85,9 +88,9 @@ class Throttling:
     seconds: float  # time its tasks were held back
 
 
-def throttling() -> Optional[Throttling]:
+def throttling(root: str = ROOT, proc_file: str = "/proc/self/cgroup") -> Optional[Throttling]:
     """The innermost CPU cgroup's throttling counters so far; None where the kernel keeps none."""
-    for folder in _folders("cpu"):
+    for folder in _folders("cpu", root, proc_file):
         text = _read(folder, "cpu.stat")
         if not text:
             continue
