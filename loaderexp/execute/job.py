@@ -6,6 +6,7 @@ script or a test.  What the measurement means is named later, once (``loaderexp.
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from loaderexp.data.lightning import borrowed, check_borrowed
 from loaderexp.execute.cold import cold_epoch
 from loaderexp.loading.base import LoadingStack
 from loaderexp.loading.registry import loading_stack
+from loaderexp.harness.cgroup import usable_memory_mb
 from loaderexp.harness.delivery import DeliveryTracker
 from loaderexp.harness.loop import whole_rounds
 from loaderexp.harness.memory import EpochMemory
@@ -67,6 +69,9 @@ def configured_dataset(spec: Config) -> BuiltDataset:
     before = psutil.Process().memory_info().rss
     dataset = build_dataset(spec.dataset, build_transform(spec.transform))
     return BuiltDataset(dataset, max(psutil.Process().memory_info().rss - before, 0) / 2**20)
+
+
+RANK_ENV = "LOCAL_RANK"  # set for each rank by torch's elastic launcher (execute.ranks), whose tree is the node's
 
 
 def budget_from(bench: BenchConfig, loader: LoaderConfig, batches_per_epoch: Optional[int] = None) -> BudgetSpec:
@@ -195,9 +200,10 @@ def measure(spec: Config, on_batch: Optional[OnBatch] = None, built: Optional[Bu
     warnings += idle_workers_warning(loader_spec, per_epoch)
     total = planned_batches(budget, plan.fewest, per_epoch)
     gpu_index = (target.index or 0) if target.type == "cuda" else None
-    available = psutil.virtual_memory().available / 2**20
+    available = usable_memory_mb()
     with ResourceMonitor(spec.bench.resource_interval_s, gpu_index=gpu_index, forked_from=forked_from,
-                         samples_read=delivery.delivered_samples, harness_bytes=delivery.held_bytes) as monitor:
+                         samples_read=delivery.delivered_samples, harness_bytes=delivery.held_bytes,
+                         load_root=os.getppid() if RANK_ENV in os.environ else None) as monitor:
         probe = EpochMemory(monitor, built.memory_mb, _epoch_samples(delivery, dataset, loader_spec),
                             available, spec.bench.memory_epoch_s, loader_spec.persistent_workers,
                             stack.worker_start_method() in (None, "fork"))

@@ -82,6 +82,26 @@ def memory_limit_bytes(root: str = ROOT, proc_file: str = "/proc/self/cgroup") -
     return min(limits) if limits else None
 
 
+def memory_headroom_bytes(root: str = ROOT, proc_file: str = "/proc/self/cgroup") -> Optional[int]:
+    """What this process's cgroups still let it allocate (limit less usage, the tightest level); None
+    where no limit is set.  The OOM killer acts on it before the machine runs out."""
+    left = []
+    for folder in _folders("memory", root, proc_file):
+        limit = _read(folder, "memory.max") or _read(folder, "memory.limit_in_bytes")
+        usage = _read(folder, "memory.current") or _read(folder, "memory.usage_in_bytes")
+        if limit and usage and limit != "max" and int(limit) < UNLIMITED_BYTES:
+            left.append(max(int(limit) - int(usage), 0))
+    return min(left) if left else None
+
+
+def usable_memory_mb() -> float:
+    """Memory a new allocation can still get: the machine's available, capped by the cgroup's headroom."""
+    import psutil
+
+    headroom, available = memory_headroom_bytes(), psutil.virtual_memory().available
+    return min(available, headroom if headroom is not None else available) / 2**20
+
+
 @dataclass(frozen=True)
 class Throttling:
     periods: int  # quota periods in which the group was throttled

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Optional
 
+from loaderexp.harness.host_load import HostLoadRecord
 from loaderexp.harness.memory import MemoryRecord, MemorySample
 from loaderexp.harness.stages import StageProfile
 
@@ -148,6 +149,7 @@ class ResourceStats:
     gpu_util_percent_mean: Optional[float] = None  # None without a GPU or without NVML
     gpu_memory_used_peak_mb: Optional[float] = None
     gpu_note: str = ""  # why the GPU was not sampled, when it exists
+    host_load: HostLoadRecord = field(default_factory=HostLoadRecord)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from typing import Callable, Optional
 import psutil
 
 from loaderexp.harness.footprint import MB, footprint
+from loaderexp.harness.host_load import CpuAccount, HostLoad
 from loaderexp.harness.records import MemorySample, ResourceStats
 
 SHM = "/dev/shm"
@@ -70,7 +71,7 @@ class ResourceMonitor:
 
     def __init__(self, interval_s: float = 0.25, pid: int | None = None, gpu_index: int | None = None,
                  forked_from: tuple[int, ...] = (), samples_read: Optional[Callable[[], int]] = None,
-                 harness_bytes: Optional[Callable[[], int]] = None):
+                 harness_bytes: Optional[Callable[[], int]] = None, load_root: Optional[int] = None):
         self.interval_s = interval_s
         self.root = psutil.Process(pid or os.getpid())
         # The processes the root was forked from after importing torch or building the dataset
@@ -84,7 +85,10 @@ class ResourceMonitor:
         self._harness_bytes = harness_bytes or (lambda: 0)
         self._trace: list[MemorySample] = []
         self._known: dict[int, psutil.Process] = {}
-        self._cpu_seconds: dict[int, float] = {}  # per process, at the last sample
+        self._account = CpuAccount()
+        # What the rest of the host uses meanwhile; a rank counts its launcher's whole tree (all the ranks) as ours.
+        self._load_root = psutil.Process(load_root) if load_root else None
+        self._load = HostLoad(self._load_root or self.root)
         self._last_sample = 0.0
         self._gpu = gpu_index
         self._gpu_util: list[float] = []
@@ -134,6 +138,7 @@ class ResourceMonitor:
             gpu_util_percent_mean=round(sum(self._gpu_util) / len(self._gpu_util), 1) if self._gpu_util else None,
             gpu_memory_used_peak_mb=round(self._gpu_memory / 2**20, 1) if self._gpu_util else None,
             gpu_note=self._gpu_note,
+            host_load=self._load.record(),
         )
 
     def _loop(self) -> None:
@@ -155,20 +160,8 @@ class ResourceMonitor:
     def _sample(self, first: bool = False) -> None:
         now = time.time()
         tree = self._tree()
-        used = 0.0
-        seconds: dict[int, float] = {}
-        for process in tree:
-            try:
-                times = process.cpu_times()
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
-            total = times.user + times.system
-            seconds[process.pid] = total
-            # A descendant first seen now was started since the last sample (the first sample takes
-            # everything there as its baseline): all its time was used inside this interval.
-            before = total if first else self._cpu_seconds.get(process.pid, 0.0)
-            used += total - before
-        self._cpu_seconds = seconds
+        used = self._account.used(tree, first)
+        self._load.sample(self._load_tree(tree), first)
         if not first and now > self._last_sample:
             self._cpu.append(100.0 * used / (now - self._last_sample))
         self._last_sample = now
@@ -180,6 +173,14 @@ class ResourceMonitor:
             cost = time.perf_counter() - clock
             self._next_memory = clock + max(self.interval_s, cost / MEMORY_DUTY_CYCLE)
         self._processes = max(self._processes, len(tree))
+
+    def _load_tree(self, tree: list[psutil.Process]) -> list[psutil.Process]:
+        if self._load_root is None:
+            return tree
+        try:
+            return [self._load_root, *(psutil.Process(pid) for pid in descendants(self._load_root.pid))]
+        except psutil.NoSuchProcess:
+            return tree
 
     def _sample_gpu(self) -> None:
         import torch

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from loaderexp.report.busy import busy_notes
 from loaderexp.report.ceiling import ceiling_sections
 from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Confirmation
@@ -66,7 +67,8 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
     kinds = Columns(stepped=any(r.info.stepped for r in results),  # a step ran
                     ranked=any(r.metrics.get(M.RANK_COUNT, 1) > 1 for r in results),  # ranks loaded at once
                     cold=any(M.COLD in r.metrics for r in results),  # bench.cache=cold|both
-                    ceiling=any(M.CEILING_FRACTION in r.metrics for r in results))
+                    ceiling=any(M.CEILING_FRACTION in r.metrics for r in results),
+                    others=any(M.OTHERS_CPU in r.metrics for r in results))  # the host's other load
     rows = [kinds.header(axes)]
     for _, r in items:
         rec = recs[r.ranks]
@@ -74,7 +76,7 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    notes = [*merged, *_notes(items, kinds.ranked), *noise_advice(results)]
+    notes = [*merged, *_notes(items, kinds.ranked), *noise_advice(results), *busy_notes(results)]
     for count, rec in recs.items():
         if rec is None:
             continue
@@ -93,12 +95,14 @@ class Columns:
     ranked: bool
     cold: bool
     ceiling: bool
+    others: bool = False
 
     def header(self, axes: Sequence[str]) -> list[str]:
         return [*(short_key(a) for a in axes), "status", "samples/s", *(["slowest"] if self.ranked else []), "vs pick",
                 "±IQR%", "MB/s", *(["cold/s", "cold MB/s"] if self.cold else []), "1st batch s", "epoch s",
                 "wait p50/p95 ms", "speed-up", *(["ceil%"] if self.ceiling else []), "stall%",
-                *(["bound"] if self.stepped else []), "h2d GB/s", "PSS MB", "delivery"]
+                *(["bound"] if self.stepped else []), "h2d GB/s", "PSS MB", *(["others"] if self.others else []),
+                "delivery"]
 
 
 def versus(r: RunResult, pick: Optional[RunResult]) -> str:
@@ -133,7 +137,7 @@ def noise_advice(results: Sequence[RunResult]) -> list[str]:
 
 def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], kinds: Columns,
          pick: Optional[RunResult]) -> list[str]:
-    stepped, ranked, cold, ceiling = kinds.stepped, kinds.ranked, kinds.cold, kinds.ceiling
+    stepped, ranked, cold, ceiling, others = kinds.stepped, kinds.ranked, kinds.cold, kinds.ceiling, kinds.others
     m = r.metrics
     rate = m.get(M.THROUGHPUT)
     epoch = m.get(M.EPOCH, m.get(M.EPOCH_ESTIMATE))
@@ -156,6 +160,7 @@ def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], kinds: C
         *([str(r.info.bound or "-").replace("-bound", "")] if stepped else []),
         _fmt(m.get(M.H2D_GBPS), 2) if m.get(M.H2D_MEASURED) else "n/m",
         _fmt(m.get(M.PSS), 0),
+        *([_fmt(m.get(M.OTHERS_CPU), 1)] if others else []),
         {True: "ok", False: "FAILED", None: "-"}[r.info.delivery_ok],
     ]
 
@@ -174,6 +179,8 @@ def _notes(items: Sequence[tuple[Path, RunResult]], ranked: bool) -> list[str]:
     if any(M.COLD in r.metrics for r in results):
         notes.append("cold/s: the first epoch with the dataset's files evicted from the page cache, timed whole; "
                      "cold MB/s: the files read per second in it" + _storage_note(results))
+    if any(M.OTHERS_CPU in r.metrics for r in results):
+        notes.append("others: cores that processes outside loaderexp used on the host while the run measured (mean)")
     if any(M.CEILING_FRACTION in r.metrics for r in results):
         notes.append("ceil%: throughput against this machine's ceiling for the pipeline (the model's, below)")
     if results and not any(r.metrics.get(M.H2D_MEASURED) for r in results):

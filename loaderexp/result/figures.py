@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from loaderexp.harness.batches import batches_table, with_rank
 from loaderexp.harness.records import MemoryRecord, Measurement, NodeMeasurement, StepTimes, percentile
@@ -160,6 +160,11 @@ def _resource_metrics(m: Measurement) -> dict[str, float]:
             found[M.DATASET_MEMORY] = round(memory.dataset_mb, 1)
     if resources.shm_peak_mb is not None:
         found[M.SHM] = resources.shm_peak_mb
+    load = resources.host_load
+    for name, value in ((M.OTHERS_CPU, load.others_cores_mean), (M.OTHERS_CPU_MAX, load.others_cores_max),
+                        (M.STEAL, load.steal_cores_mean), (M.THROTTLED, load.throttled_s)):
+        if value is not None:
+            found[name] = value
     return found
 
 

@@ -113,6 +113,11 @@ DATASET_PICKLE = metric("dataset_pickle_mb", "MB", SLOWEST, "what each worker st
 DATASET_MEMORY = metric("dataset_memory_mb", "MB", SUM, "what building the dataset added to its process")
 USS = metric("uss_peak_mb", "MB", SUM, "USS of the tree, peak")
 PROCESSES = metric("processes_peak", "processes", SUM, "the tree's processes, peak")
+# The rest of the host meanwhile (harness.host_load): a rank counts the node's ranks as its own.
+OTHERS_CPU = metric("others_cpu_cores_mean", "cores", SLOWEST, "CPU other processes used on the host, mean")
+OTHERS_CPU_MAX = metric("others_cpu_cores_max", "cores", SLOWEST, "CPU other processes used, highest interval")
+STEAL = metric("steal_cores_mean", "cores", SLOWEST, "the hypervisor's steal, mean")
+THROTTLED = metric("cpu_throttled_s", S, SLOWEST, "time the cgroup's CPU quota held the run back")
 SHM = metric("shm_peak_mb", "MB", SLOWEST, "/dev/shm in use beyond the start, peak (the node's)")
 GPU_UTIL = metric("gpu_util_percent_mean", "%", SLOWEST, "NVML utilisation of the run's GPU")
 GPU_MEMORY = metric("gpu_memory_used_peak_mb", "MB", SLOWEST, "NVML memory in use on the run's GPU, peak")

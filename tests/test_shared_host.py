@@ -1,0 +1,62 @@
+"""A shared host is seen, not confirmed as an answer: each run records what the other processes used, and the
+report says when the host was busy.  The tests start their own load (a process burning one core) and stop it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from loaderexp.report.busy import busy_notes
+from loaderexp.result import HostFacts, RunResult
+from loaderexp.result import metrics as M
+from loaderexp.runner import JobContext, run
+
+SHORT = ["dataset=synthetic", "dataset.num_samples=2048", "tracking=none", "bench=quick", "loader.num_workers=1",
+         "bench.resource_interval_s=0.1", "bench.profile_s=0"]
+
+
+@contextmanager
+def burning_one_core():
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        burner.kill()
+        burner.wait()
+
+
+def others_cpu(compose_cfg, folder: Path) -> float:
+    result = run(compose_cfg(SHORT), JobContext(output_dir=folder))
+    assert result.status == "FINISHED", result.error
+    return result.metrics[M.OTHERS_CPU]
+
+
+@pytest.mark.slow
+def test_a_run_beside_a_one_core_burner_records_about_one_core_of_others(compose_cfg, tmp_path):
+    quiet = others_cpu(compose_cfg, tmp_path / "quiet")
+    with burning_one_core():
+        busy = others_cpu(compose_cfg, tmp_path / "busy")
+    quiet_after = others_cpu(compose_cfg, tmp_path / "quiet_after")
+    if min(quiet, quiet_after) > 0.4:  # on 2 cores a second load cannot add a whole core beside a first
+        pytest.skip(f"the host was busy before the test's own load: others used {min(quiet, quiet_after):.1f} cores "
+                    "without it, so one more core cannot be told apart")
+    assert 0.6 <= busy <= 1.4, f"beside one burning core the run saw {busy:.2f} cores of others"
+    assert max(quiet, quiet_after) <= busy - 0.5, (quiet, busy, quiet_after)  # the burner, not the host's noise
+
+
+def _run(workers: int, others: float) -> RunResult:
+    return RunResult("FINISHED", {"loader.num_workers": workers}, {M.THROUGHPUT: 1000.0 + workers, M.OTHERS_CPU: others,
+                                                                  M.OTHERS_CPU_MAX: others + 0.2},
+                     host=HostFacts(cpus_usable=2))
+
+
+def test_the_report_says_the_host_was_busy_and_when_runs_met_different_loads():
+    busy = busy_notes([_run(0, 1.1), _run(1, 1.0), _run(2, 1.2)])
+    assert len(busy) == 1 and busy[0].startswith("the host was busy: other processes used 1.1 of 2 cores")
+    uneven = busy_notes([_run(0, 0.0), _run(1, 1.0)])
+    assert any("the runs met different loads (others 0.0 to 1.0 cores" in n for n in uneven)
+    assert busy_notes([_run(0, 0.02), _run(1, 0.05)]) == []  # a quiet host: nothing to say
