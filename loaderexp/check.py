@@ -9,7 +9,9 @@ busy host: an interval from windows alone would call that drift a regression.
 Exit 1 when throughput fell by more than ``--tolerance`` with that confidence (the whole interval below
 -tolerance), or when the new measurement failed; 0 otherwise (an interval that reaches past -tolerance
 but not wholly is said, not failed: a noisy host must not cry wolf); 2 when they cannot be compared
-(another node type, no such baseline).  ``key=value`` arguments change the baseline's settings first.
+(another node type, no such baseline, a baseline that holds no measurement, or a host whose other load
+while this check measured differs from the baseline's by more than a quarter core or a tenth of its
+cores: the host, not the code, would decide).  ``key=value`` arguments change the baseline's settings first.
 """
 
 from __future__ import annotations
@@ -27,14 +29,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from loaderexp.config import RESOLVED_CONFIG, ConfigError, compose, config_from_file
 from loaderexp.execute.dispatch import host_facts
+from loaderexp.report.busy import BUSY_CORES, BUSY_SHARE
 from loaderexp.report.confirm import Confirmation
 from loaderexp.report.export import recommended
 from loaderexp.report.hosts import host_type
 from loaderexp.report.load import download_runs, load_results
 from loaderexp.result import (BACKEND, BATCH_SIZE, DATASET_NAME, NUM_WORKERS, PIN_MEMORY, RANKS, RESULT_FILE,
-                              TOLERANCE, RunResult, Status, param_text)
+                              TOLERANCE, RunResult, param_text)
 from loaderexp.result import metrics as M
-from loaderexp.result.paired import Difference, runs_difference
+from loaderexp.result.paired import Difference, Verdict, runs_difference
 from loaderexp.runner import JobContext, run
 
 log = logging.getLogger("loaderexp")
@@ -101,7 +104,9 @@ def run_rates(result: RunResult) -> list[float]:
 
 
 def verdict(difference: Difference, tolerance: float) -> tuple[int, str]:
-    if difference.high < -tolerance:
+    """One-sided, as the question is (did it fall?): a fall beyond the tolerance is Difference.verdict's SLOWER;
+    no fall is shown when the whole interval is above -tolerance."""
+    if difference.verdict(tolerance) is Verdict.SLOWER:
         return 1, (f"REGRESSION: throughput fell by more than {100 * tolerance:.0f}% with 95% confidence "
                    f"(the whole interval is below -{100 * tolerance:.0f}%)")
     if difference.low >= -tolerance:
@@ -142,6 +147,10 @@ def main(argv: Optional[list[str]] = None) -> None:
             if host_type(base) != host:
                 raise CannotCompare(f"--baseline {args.baseline} was measured on {host_type(base)}, this host is "
                                     f"{host}: run the check on a host of that type")
+            if not base.finished or not run_rates(base):
+                reason = f": {base.error.splitlines()[0]}" if base.error else ""
+                raise CannotCompare(f"--baseline {args.baseline} holds no measurement (status {base.status}{reason}); "
+                                    "a baseline is a finished run")
             cfg = config_to_measure(folder, args.overrides, args.uri)
         except (CannotCompare, ConfigError) as error:
             print(f"loaderexp check: cannot compare: {error}", file=sys.stderr)
@@ -149,22 +158,53 @@ def main(argv: Optional[list[str]] = None) -> None:
     out = (args.out or Path("outputs") / "checks" / time.strftime("%Y-%m-%d_%H-%M-%S")).resolve()
     now = [run(cfg, JobContext(output_dir=out / f"run{i}", overrides=list(args.overrides))) for i in range(args.runs)]
     print(f"loaderexp check: {settings(base)}, on {host}")
+    raise SystemExit(compared(base, folder, now, out, args.tolerance))
+
+
+def compared(base: RunResult, folder: Path, now: list[RunResult], out: Path, tolerance: float) -> int:
+    """Print the baseline, now and the change (one statistic: the runs' geometric mean), and the exit code."""
     before = run_rates(base)
-    print(f"  baseline  {base.metrics.get(M.THROUGHPUT, 0):>12,.0f} samples/s  ({len(before)} run"
-          f"{'s' if len(before) > 1 else ''}; {base.run_id or folder})")
+    print(f"  baseline  {geometric_mean(before):>12,.0f} samples/s  ({len(before)} run"
+          f"{'s' if len(before) > 1 else ''}: {', '.join(f'{r:,.0f}' for r in before)}; {base.run_id or folder})")
     failed = [r for r in now if not r.finished]
     if failed:
         print(f"  now       the measurement {failed[0].status}: {failed[0].error}")
         print("REGRESSION: the baseline's configuration no longer measures")
-        raise SystemExit(1)
+        return 1
     rates = [r.metrics[M.THROUGHPUT] for r in now]
-    print(f"  now       {statistics.median(rates):>12,.0f} samples/s  ({len(rates)} runs: "
+    print(f"  now       {geometric_mean(rates):>12,.0f} samples/s  ({len(rates)} runs: "
           f"{', '.join(f'{r:,.0f}' for r in rates)}; {out})")
     difference = runs_difference(before, rates)
     print(f"  change    {difference.text()}: the interval counts how far this host's speed moves between runs")
-    code, text = verdict(difference, args.tolerance)
+    busy = host_load_differs(base, now)
+    if busy:
+        print(f"loaderexp check: cannot compare: {busy}")
+        return 2
+    code, text = verdict(difference, tolerance)
     print(text)
-    raise SystemExit(code)
+    return code
+
+
+def geometric_mean(rates: Sequence[float]) -> float:
+    """What runs_difference compares: the runs' geometric mean (a median here and a mean in the change would
+    be two statistics of one sample)."""
+    positive = [r for r in rates if r > 0]
+    return statistics.geometric_mean(positive) if positive else 0.0
+
+
+def host_load_differs(base: RunResult, now: Sequence[RunResult]) -> str:
+    """Why the host's other load makes the two incomparable ("" when it does not): a slower figure on a busier
+    host is the host's, not the code's."""
+    before, after = base.metrics.get(M.OTHERS_CPU), [r.metrics.get(M.OTHERS_CPU) for r in now]
+    if before is None or None in after:
+        return ""  # a baseline measured before loaderexp recorded the host's load: compared as before
+    load = statistics.fmean(after)
+    cores = base.host.cpus_usable or 1
+    if abs(load - before) < max(BUSY_CORES, BUSY_SHARE * cores):
+        return ""
+    return (f"the host was {'busier' if load > before else 'quieter'} now: other processes used {load:.1f} of "
+            f"{cores:g} cores while it measured, {before:.1f} while the baseline did; run the check where both "
+            "see the same host (a quiet one, or the same shared one), or measure the baseline again here")
 
 
 if __name__ == "__main__":

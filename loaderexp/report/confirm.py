@@ -83,11 +83,7 @@ class Confirmation:
         lines = [f"Confirmed side by side (interleaved windows on this host, {self.seconds:.0f} s):"]
         for c in self.comparisons:
             d = c.difference
-            verdict = ("cannot differ by more than the tolerance" if d.inside(tolerance) else
-                       "faster beyond the tolerance" if d.low > tolerance else
-                       "slower beyond the tolerance" if d.high < -tolerance else
-                       "within the tolerance" if d.mean >= -tolerance else "slower")
             lines.append(f"  {setting_text(c.rival, keys)} ({c.why}) against {setting_text(c.base, keys)}: "
-                         f"{d.text()}: {verdict}{'; it becomes the pick' if c.accepted else ''}")
+                         f"{d.text()}: {d.verdict(tolerance).value}{'; it becomes the pick' if c.accepted else ''}")
         lines.append(f"Confirmed pick: {setting_text(self.pick or {}, keys)}." + (f" ({self.note})" if self.note else ""))
         return "\n".join(lines)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from enum import Enum
 from typing import Sequence
 
 # Two-sided 95% quantiles of Student's t by degrees of freedom (1..30); beyond, the normal's.
@@ -19,6 +20,15 @@ def t95(degrees: float) -> float:
         return float("inf")
     whole = int(degrees)
     return T95[whole - 1] if whole <= len(T95) else 1.96
+
+
+class Verdict(Enum):
+    """What a difference's 95% interval shows against a tolerance."""
+
+    FASTER = "faster beyond the tolerance"
+    SLOWER = "slower beyond the tolerance"
+    SAME = "cannot differ by more than the tolerance"
+    CANNOT_TELL = "cannot tell apart on this host now (the interval reaches past the tolerance, but not wholly)"
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,16 @@ class Difference:
 
     def text(self) -> str:
         return f"{100 * self.mean:+.1f}% (95% CI {100 * self.low:+.1f}% .. {100 * self.high:+.1f}%, n={self.pairs})"
+
+    def verdict(self, tolerance: float) -> "Verdict":
+        """The one decision rule: what the interval, not its midpoint, shows against ``tolerance``."""
+        if self.low > tolerance:
+            return Verdict.FASTER
+        if self.high < -tolerance:
+            return Verdict.SLOWER
+        if self.inside(tolerance):
+            return Verdict.SAME
+        return Verdict.CANNOT_TELL
 
     def to_dict(self) -> dict[str, float]:
         return {"mean": self.mean, "low": self.low, "high": self.high, "pairs": self.pairs}
