@@ -25,8 +25,16 @@ def run_small(compose_cfg, tmp_path, overrides):
     return run(cfg, JobContext(output_dir=tmp_path / "job"))
 
 
-@pytest.mark.parametrize("sampler", SAMPLERS)
-@pytest.mark.parametrize("dataset", list(SMALL))
+def dataset_sampler_cases():
+    """Every dataset with every sampler; the fast tier keeps each dataset once (sequential) and each sampler
+    once (on synthetic), the rest of the grid is marked slow."""
+    for dataset in SMALL:
+        for sampler in SAMPLERS:
+            fast = sampler == "sequential" or dataset == "synthetic"
+            yield pytest.param(dataset, sampler, id=f"{dataset}-{sampler}", marks=() if fast else pytest.mark.slow)
+
+
+@pytest.mark.parametrize("dataset,sampler", dataset_sampler_cases())
 def test_dataset_and_sampler_run_with_delivery_ok(compose_cfg, tmp_path, dataset, sampler):
     result = run_small(compose_cfg, tmp_path, [f"dataset={dataset}", f"sampler={sampler}", *SMALL[dataset]])
     assert result.status == "FINISHED", result.error
@@ -86,8 +94,11 @@ def test_custom_dataset_example_runs_in_spawned_workers(tmp_path, data_root):
     assert "FINISHED" in proc.stdout and " ok" in proc.stdout
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-@pytest.mark.parametrize("sampler", ["sequential", "random"])
+@pytest.mark.parametrize("sampler,workers", [
+    pytest.param("sequential", 0, id="sequential-0"), pytest.param("random", 2, id="random-2"),
+    pytest.param("sequential", 2, id="sequential-2", marks=pytest.mark.slow),
+    pytest.param("random", 0, id="random-0", marks=pytest.mark.slow),
+])
 def test_prebatched_items_with_batch_size_null(compose_cfg, tmp_path, workers, sampler):
     """batch_size=null: each item is a batch; rates count its samples, delivery checks its items."""
     result = run_small(compose_cfg, tmp_path, ["dataset=synthetic_batches", "dataset.num_samples=1000",

@@ -161,8 +161,12 @@ def test_building_the_dataset_is_not_a_stall_and_has_its_own_limit(compose_cfg, 
     assert timed_out.status == "FAILED" and "the dataset was still being built" in timed_out.error
 
 
-@pytest.mark.parametrize("uri", ["sqlite:////proc/loaderexp.db", "file:///proc/loaderexp-mlruns"])
-@pytest.mark.parametrize("multirun", [False, True])
+@pytest.mark.parametrize("multirun,uri", [
+    pytest.param(False, "sqlite:////proc/loaderexp.db", id="False-sqlite:////proc/loaderexp.db"),
+    pytest.param(True, "file:///proc/loaderexp-mlruns", id="True-file:///proc/loaderexp-mlruns"),
+    pytest.param(True, "sqlite:////proc/loaderexp.db", id="True-sqlite:////proc/loaderexp.db", marks=pytest.mark.slow),
+    pytest.param(False, "file:///proc/loaderexp-mlruns", id="False-file:///proc/loaderexp-mlruns", marks=pytest.mark.slow),
+])
 def test_a_store_that_cannot_be_written_stops_a_run_and_a_sweep_alike(tmp_path, data_root, uri, multirun):
     mode = ["-m", f"hydra.sweep.dir={tmp_path / 'sweep'}"] if multirun else [f"hydra.run.dir={tmp_path / 'run'}"]
     started = time.monotonic()

@@ -24,13 +24,19 @@ TOLERANCE = 0.03
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", WORKERS)
 def test_reported_rate_matches_the_known_rate(workers, compose_cfg, tmp_path):
-    known = bare_loop_rate(SleepDataset(sleep_ms=SLEEP_MS), BATCH, workers)
+    """The bare loop runs just before and just after loaderexp: on a shared host a sleep's wake-up costs what
+    the host's moment makes it, so the reference is the pair, and loaderexp must read within 3% of it."""
     cfg = compose_cfg(sleep_overrides(workers, BATCH, SLEEP_MS))
+    dataset = SleepDataset(sleep_ms=SLEEP_MS)
+    before = bare_loop_rate(dataset, BATCH, workers)
     result = run(cfg, JobContext(output_dir=tmp_path / "run"))
+    after = bare_loop_rate(dataset, BATCH, workers)
     assert result.status == "FINISHED", result.error
     reported = result.metrics["throughput_samples_per_s"]
-    error = reported / known - 1
+    low, high = sorted((before, after))
+    error = 0.0 if low <= reported <= high else min(reported / low - 1, reported / high - 1, key=abs)
     assert abs(error) <= TOLERANCE, (
-        f"num_workers={workers}: loaderexp {reported:,.1f} samples/s, bare loop {known:,.1f} ({100 * error:+.1f}%), "
-        f"{result.metrics.get('repeats')} repeats, {result.metrics.get('measured_rounds')} rounds"
+        f"num_workers={workers}: loaderexp {reported:,.1f} samples/s, bare loop {before:,.1f} before and "
+        f"{after:,.1f} after ({100 * error:+.1f}% outside them), {result.metrics.get('repeats')} repeats, "
+        f"{result.metrics.get('measured_rounds')} rounds"
     )

@@ -122,7 +122,7 @@ def test_a_cold_page_cache_is_measured_on_a_jpeg_folder_side_by_side_with_a_warm
 
 @pytest.mark.parametrize("overrides,why", [
     (TINY, "the dataset names no files"),
-    (["dataset=cifar10", "bench=quick"], "only when it is built"),
+    pytest.param(["dataset=cifar10", "bench=quick"], "only when it is built", marks=pytest.mark.slow),
 ])
 def test_a_dataset_without_files_to_evict_has_no_cold_figure_and_says_why(compose_cfg, tmp_path, overrides, why):
     result = _run(compose_cfg, tmp_path, [*overrides, "bench.cache=both", "tracking=none"])

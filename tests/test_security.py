@@ -122,7 +122,7 @@ def _no_secret_anywhere(proc, folder: Path) -> None:
     assert leaked == []
 
 
-@pytest.mark.parametrize("multirun", [False, True])
+@pytest.mark.parametrize("multirun", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_a_token_in_the_query_string_is_refused_before_anything_is_written(tmp_path, data_root, multirun):
     uri = f"http://127.0.0.1:9/?token={SECRET}"
     mode = ["-m", f"hydra.sweep.dir={tmp_path / 'sweep'}"] if multirun else [f"hydra.run.dir={tmp_path / 'run'}"]

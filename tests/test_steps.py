@@ -33,7 +33,8 @@ def test_images_and_labels_from_a_batch_as_datasets_make_it():
         images_and_labels((torch.rand(4, 10), torch.tensor([0, 1, 2, 3])), 10)
 
 
-@pytest.mark.parametrize("step", [["step=model", "step.model=resnet18"], ["step=custom"]])
+@pytest.mark.parametrize("step", [pytest.param(["step=model", "step.model=resnet18"], marks=pytest.mark.slow),
+                                  ["step=custom"]])
 def test_a_sweep_job_with_a_training_step_says_what_bounds_it(compose_cfg, tmp_path, step):
     cfg = compose_cfg([*TINY, "tracking=none", *step])
     result = run(cfg, JobContext(output_dir=tmp_path / "job"))
