@@ -109,6 +109,7 @@ def test_a_sweep_folder_or_its_mlflow_parent_run_is_a_baseline(data_root, tmp_pa
     assert "num_workers=2" in done.stdout
 
 
+@pytest.mark.slow
 def test_no_such_baseline_is_said_in_one_line(tmp_path):
     done = check("--baseline", str(tmp_path / "nothing-here"), cwd=REPO)
     assert done.returncode == 2 and "no such folder" in done.stderr

@@ -30,7 +30,7 @@ def dataset_sampler_cases():
     once (on synthetic), the rest of the grid is marked slow."""
     for dataset in SMALL:
         for sampler in SAMPLERS:
-            fast = sampler == "sequential" or dataset == "synthetic"
+            fast = dataset == "synthetic" or (sampler == "sequential" and dataset != "cifar10")  # test_cifar has it
             yield pytest.param(dataset, sampler, id=f"{dataset}-{sampler}", marks=() if fast else pytest.mark.slow)
 
 

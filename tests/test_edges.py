@@ -176,6 +176,7 @@ def test_a_store_that_cannot_be_written_stops_a_run_and_a_sweep_alike(tmp_path, 
     assert not list(tmp_path.rglob("result.json"))  # nothing measured, unlogged
 
 
+@pytest.mark.slow
 def test_an_empty_experiment_name_is_a_config_error_not_an_unavailable_store(tmp_path, data_root, store):
     proc = run_cli([*TINY, f"tracking.uri={store}", "tracking.experiment=''", f"hydra.run.dir={tmp_path / 'run'}"],
                    cwd=tmp_path)
@@ -209,6 +210,7 @@ def test_two_sweeps_starting_on_a_fresh_sqlite_file_both_get_the_store(tmp_path)
             process.join(30)
 
 
+@pytest.mark.slow
 def test_the_report_never_creates_a_store_and_names_an_unknown_run_in_a_line(tmp_path, store):
     from loaderexp.track.tracker import MlflowTracker
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from loaderexp.runner import JobContext, run
 from tests.conftest import REPO, TINY
 
@@ -30,6 +32,7 @@ def test_jobs_on_one_dataset_build_it_once_and_each_finds_it_as_built(compose_cf
     assert len([line for line in log.read_text().splitlines() if line.startswith("built")]) == 2
 
 
+@pytest.mark.slow
 def test_a_job_that_crashes_its_process_leaves_the_next_job_a_fresh_holder(compose_cfg, tmp_path):
     faulty = [*TINY, "tracking=none", f"+dataset.python_path={REPO}"]
     crashed = run(compose_cfg([*faulty, "dataset._target_=tests.faulty.Segfault"]), JobContext(output_dir=tmp_path / "a"))

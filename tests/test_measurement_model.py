@@ -254,6 +254,7 @@ def test_a_worker_init_fn_runs_in_each_worker(compose_cfg, tmp_path):
     assert result.status == "FAILED" and "worker_init_fn ran in worker 0" in result.error
 
 
+@pytest.mark.slow
 def test_pil_images_without_a_transform_say_what_to_set(compose_cfg, tmp_path):
     cfg = compose_cfg(["dataset=cifar10", "transform=none", "tracking=none", "bench=quick"])
     result = run(cfg, JobContext(output_dir=tmp_path / "job"))

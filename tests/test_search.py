@@ -32,6 +32,25 @@ def test_an_empty_range_is_refused(argument, message):
         parse_space([argument])
 
 
+def test_each_sampler_and_dimension_is_optunas_own():
+    import optuna
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    from hydra_plugins.loaderexp_search.search_sweeper import SearchSweeperConf
+    from loaderexp.result import TOLERANCE
+    from loaderexp.search.space import FloatDimension
+    from loaderexp.search.study import distribution, make_sampler
+
+    assert isinstance(make_sampler("tpe", 0), optuna.samplers.TPESampler)
+    assert isinstance(make_sampler("random", 0), optuna.samplers.RandomSampler)
+    with pytest.raises(SpaceError, match="hydra.sweeper.sampler=annealing: valid samplers: tpe, gp, random"):
+        make_sampler("annealing", 0)
+    assert distribution(IntDimension(0, 8, 2)) == IntDistribution(0, 8, step=2)
+    assert distribution(FloatDimension(0.5, 4.0, log=True)) == FloatDistribution(0.5, 4.0, log=True)
+    assert distribution(ChoiceDimension((64, 128))) == CategoricalDistribution([64, 128])
+    assert SearchSweeperConf().tolerance == TOLERANCE  # the search's rule is the recommendation's
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("arguments,message", [
     (["loader.num_wrkers=int(0,4)"], "loader.num_wrkers: no such setting; valid keys: loader.batch_size"),

@@ -132,6 +132,7 @@ def test_a_token_in_the_query_string_is_refused_before_anything_is_written(tmp_p
     _no_secret_anywhere(proc, tmp_path)
 
 
+@pytest.mark.slow
 def test_a_database_password_gets_the_databases_advice(tmp_path, data_root):
     proc = run_cli([*TINY, f"tracking.uri=postgresql+psycopg2://mlflow:{SECRET}@db.example/mlflow",
                     f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)

@@ -45,6 +45,7 @@ def test_a_sweep_job_with_a_training_step_says_what_bounds_it(compose_cfg, tmp_p
     assert "bound" in table.splitlines()[0]
 
 
+@pytest.mark.slow
 def test_bad_steps_are_named_with_the_valid_choices(compose_cfg, tmp_path):
     result = run(compose_cfg([*TINY, "tracking=none", "step=model", "step.model=resnet19"]),
                  JobContext(output_dir=tmp_path / "a"))

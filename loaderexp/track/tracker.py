@@ -158,7 +158,7 @@ def close_stale_runs(tracker: MlflowTracker, parent_id: str) -> int:
     """Close as KILLED the runs under ``parent_id`` still RUNNING: a sweep killed outright (SIGKILL, the
     OOM killer) could not close them, and nothing else will.  Called when that sweep is resumed or synced."""
     stale = tracker.client.search_runs([tracker.experiment_id], filter_string=(
-        f"tags.mlflow.parentRunId = '{parent_id}' and attributes.status = 'RUNNING'"), max_results=10_000)
+        f"tags.mlflow.parentRunId = '{parent_id}' and attributes.status = '{Status.RUNNING.value}'"), max_results=10_000)
     for run in stale:
         tracker.client.set_tag(run.info.run_id, "mlflow.note.content",
                                "**KILLED**: its sweep was killed while it measured (closed when the sweep was resumed)")
