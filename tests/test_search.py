@@ -51,6 +51,17 @@ def test_each_sampler_and_dimension_is_optunas_own():
     assert SearchSweeperConf().tolerance == TOLERANCE  # the search's rule is the recommendation's
 
 
+def test_the_local_probe_steps_to_the_grid_neighbours_and_one_fewer_worker():
+    from loaderexp.search.sweeper import Search
+
+    space = parse_space(["loader.num_workers=int(0,8)", "loader.batch_size=choice(64,128,256)"])
+    here = {"loader.num_workers": 4, "loader.batch_size": 128}
+    assert Search._neighbours(here, space) == [{"loader.num_workers": 4, "loader.batch_size": 64},
+                                               {"loader.num_workers": 4, "loader.batch_size": 256}]
+    assert Search._fewer_workers(here, space) == {"loader.num_workers": 3, "loader.batch_size": 128}
+    assert Search._fewer_workers({"loader.num_workers": 0, "loader.batch_size": 64}, space) is None
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("arguments,message", [
     (["loader.num_wrkers=int(0,4)"], "loader.num_wrkers: no such setting; valid keys: loader.batch_size"),
