@@ -37,6 +37,7 @@ from loaderexp.config import (
     spec_params,
     without_inapplicable,
 )
+from loaderexp.config.validation import changed_knobs
 from loaderexp.execute.faults import explain
 from loaderexp.execute.dispatch import host_facts, measure_spec, profile_only
 from loaderexp.execute.host_lock import exclusive_host
@@ -149,6 +150,7 @@ def _checked(spec: Config, result: RunResult, job: JobContext) -> Config:
     host = result.host
     result.warnings = checked(spec, bool(host.cuda_available), host.cpus_usable or 1, gpus=host.gpu_count,
                               targets=not spec.bench.isolate)
+    result.info.loader_changed = changed_knobs(spec.loader)
     loader, not_applied = without_inapplicable(spec.loader)
     if not_applied:
         result.info.not_applied = not_applied

@@ -3,6 +3,7 @@ DataLoader (plain PyTorch, a LightningDataModule, Hugging Face's Trainer) with t
 
 from __future__ import annotations
 
+
 import json
 import runpy
 import shutil
@@ -29,7 +30,9 @@ def result(workers: int, rate: float, ranks: int = 1, host: dict = HOST, prefetc
                 "loader.timeout": 0.0, "loader.in_order": True, "loader.multiprocessing_context": None,
                 "dataset.name": "cifar10", "sampler.name": "random", "dist.nproc_per_node": ranks},
         metrics={"throughput_samples_per_s": rate, "throughput_iqr_rel": 0.01},
-        info={"delivery_ok": True, "measured_until": 1_800_000_000.0}, host=dict(host))
+        info={"delivery_ok": True, "measured_until": 1_800_000_000.0,
+              "loader_changed": ["batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
+                                 "drop_last"]}, host=dict(host))
 
 
 def sweep() -> list[tuple[Path, RunResult]]:
@@ -78,6 +81,19 @@ def test_the_pytorch_snippet_and_the_json_build_the_recommended_loader(tmp_path)
     assert (loader.num_workers, loader.batch_size, loader.prefetch_factor) == (2, 64, 4)
     assert isinstance(loader.sampler, RandomSampler)  # sampler=random: shuffle=True
     assert len(list(tuned_loader(dataset(), num_workers=0, prefetch_factor=None, persistent_workers=False))) == 4
+
+
+def test_a_run_recorded_before_loader_changed_existed_exports_each_knob_it_has(tmp_path):
+    """Without the fact of which knobs were set, every optional knob the run recorded is written as it was:
+    the loader is the measured one, if more explicit."""
+    old = sweep()
+    for _, r in old:
+        r.info.loader_changed = None
+    export(old, tmp_path, "s")
+    kwargs = json.loads((tmp_path / "dataloader_kwargs.json").read_text())
+    assert kwargs == {"batch_size": 64, "num_workers": 2, "pin_memory": True, "prefetch_factor": 4,
+                      "persistent_workers": True, "drop_last": True, "timeout": 0.0, "in_order": True}
+    assert DataLoader(dataset(), **kwargs).in_order is True
 
 
 def test_without_workers_the_export_leaves_out_what_dataloader_refuses(tmp_path):

@@ -59,6 +59,11 @@ def check_targets(spec: Config) -> None:
         raise ConfigError(problems)
 
 
+def changed_knobs(loader: LoaderConfig) -> list[str]:
+    """The loader knobs set away from the schema's defaults: what a user's DataLoader call must say."""
+    return [f.name for f in dataclasses.fields(LoaderConfig) if getattr(loader, f.name) != getattr(DEFAULT_LOADER, f.name)]
+
+
 def without_inapplicable(loader: LoaderConfig) -> tuple[LoaderConfig, list[str]]:
     """The loader spec as DataLoader can take it, and what was left out.
 

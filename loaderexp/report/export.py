@@ -28,9 +28,10 @@ from loaderexp.report.recommend import recommend
 from loaderexp.result import BACKEND, DATASET_NAME, SAMPLER_NAME, TOLERANCE, RunResult
 from loaderexp.result import metrics as M
 
-# DataLoader's keywords loaderexp exports, and the defaults of those written only when they differ.
+# DataLoader's keywords loaderexp exports: always, and those written when the run set them away from the
+# schema's defaults (RunFacts.loader_changed; a run recorded before that fact writes each one it has).
 ALWAYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-WHEN_SET = {"drop_last": False, "timeout": 0.0, "multiprocessing_context": None, "in_order": True}
+WHEN_SET = ("drop_last", "timeout", "multiprocessing_context", "in_order")
 # TrainingArguments' names for them (transformers); the others have none.
 HF_NAMES = {"batch_size": "per_device_train_batch_size", "num_workers": "dataloader_num_workers",
             "pin_memory": "dataloader_pin_memory", "prefetch_factor": "dataloader_prefetch_factor",
@@ -62,9 +63,10 @@ def tuned(pick: RunResult, results: Sequence[RunResult], source: str, host: str,
     kwargs: dict[str, Any] = {}
     for key in ALWAYS:
         kwargs[key] = params.get(f"loader.{key}")
-    for key, default in WHEN_SET.items():
-        value = params.get(f"loader.{key}", default)
-        if value != default and value is not None:
+    changed = pick.info.loader_changed
+    for key in WHEN_SET:
+        value = params.get(f"loader.{key}")
+        if value is not None and (changed is None or key in changed):
             kwargs[key] = value
     comments = {}
     if kwargs["num_workers"] == 0:  # DataLoader refuses both without workers

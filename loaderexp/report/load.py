@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import logging
 from pathlib import Path
 
@@ -79,6 +80,11 @@ def _parse(text: str):
         try:
             return cast(text)
         except ValueError:
+            pass
+    if text.startswith(("[", "{")):  # a list or dict fact (repeat_rates, loader_changed), as param_text wrote it
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
             pass
     return text
 

@@ -188,6 +188,7 @@ class RunFacts(_Record):
     config_sources: Optional[list] = None
     config_dirty: Optional[bool] = None
     not_applied: Optional[list] = None
+    loader_changed: Optional[list] = None  # the loader knobs set away from the schema's defaults (the export's)
     not_written: Optional[list] = None
     traceback: Optional[str] = None
     fault: Optional[str] = None
