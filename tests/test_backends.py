@@ -23,14 +23,19 @@ def _validate(compose_cfg, overrides):
     (["backend=spdl", "loader.num_workers=0"], "loader.num_workers=0: backend=spdl loads on a pool of num_workers"),
     (["backend=nodes_thread", "loader.num_workers=2", "loader.multiprocessing_context=spawn"],
      "loader.multiprocessing_context=spawn: backend=nodes_thread has no such knob"),
-    (["backend=nodes_thread", "loader.num_workers=2", "backend.num_threads=4"],
-     "backend.num_threads=4: only backend=spdl has it"),
+    (["backend=dataloader", "backend.name=spdl", "loader.num_workers=2"],
+     "backend.name=spdl: choose the stack as backend=spdl, which brings its options"),
     (["backend=spdl", "loader.num_workers=2", "loader.worker_init_fn=os.getpid"],
      "loader.worker_init_fn=os.getpid: backend=spdl has no such knob"),
 ])
 def test_a_knob_the_backend_lacks_is_an_error(compose_cfg, overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         _validate(compose_cfg, overrides)
+
+
+def test_an_option_of_another_stack_fails_at_compose_time(compose_cfg):
+    with pytest.raises(Exception, match="Could not override 'backend.num_threads'"):
+        compose_cfg(["backend=nodes_thread", "loader.num_workers=2", "backend.num_threads=4"])
 
 
 def test_the_knobs_a_backend_has_pass(compose_cfg):
@@ -53,7 +58,7 @@ def test_every_backend_loads_every_dataset_with_delivery_ok(compose_cfg, tmp_pat
     assert result.info.delivery_ok is True, result.info.delivery_problems
     assert result.metrics["throughput_samples_per_s"] > 0 and result.metrics["pss_peak_mb"] > 0
     if backend == "nodes_thread" or backend == "spdl":
-        assert "worker_start_method" not in result.info  # threads: no processes to start
+        assert result.info.worker_start_method is None  # threads: no processes to start
 
 
 @pytest.mark.slow

@@ -46,15 +46,20 @@ def shown(value: object) -> str:
 
 def reference() -> str:
     """The settings of every schema-backed group, their defaults and what they do, as a Markdown table."""
-    from loaderexp.config.schema import GROUPS, MISSING
+    from loaderexp.config.schema import BACKEND_OPTIONS, GROUPS, MISSING, BackendConfig
 
     comments = field_comments()
     rows = ["| setting | default | valid | what it does |", "|---|---|---|---|"]
-    for group, schema in GROUPS.items():
+    shared = {f.name for f in dataclasses.fields(BackendConfig)}
+    stacks = [("backend", schema, f"backend={name}: ") for name, schema in BACKEND_OPTIONS.items()]
+    for group, schema, only in [*((g, s, "") for g, s in GROUPS.items()), *stacks]:
         for f in dataclasses.fields(schema):
+            if only and f.name in shared:
+                continue  # a stack's own options only; the shared ones are above
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
             text = "(set by the preset)" if default == MISSING else f"`{shown(default)}`"
-            rows.append(f"| `{group}.{f.name}` | {text} | {valid(f)} | {comments.get((schema.__name__, f.name), '')} |")
+            rows.append(f"| `{group}.{f.name}` | {text} | {valid(f)} | "
+                        f"{only}{comments.get((schema.__name__, f.name), '')} |")
     return "\n".join(rows)
 
 

@@ -120,6 +120,7 @@ def test_runs_logging_the_same_dataset_at_once_all_get_it(tmp_path):
     (MLflow answers the loser with a UNIQUE constraint error); every run must still get its input."""
     import threading
 
+    from loaderexp.result import RunFacts
     from loaderexp.track.tracker import MlflowTracker
 
     with mlflow_server(f"sqlite:///{tmp_path / 'race.db'}", tmp_path / "artifacts") as url:
@@ -127,7 +128,7 @@ def test_runs_logging_the_same_dataset_at_once_all_get_it(tmp_path):
         runs = []
         for trial in range(5):
             ids = [tracker.start_run(f"run {trial}.{i}", {}) for i in range(4)]
-            params, info = {"dataset.name": "synthetic", "dataset.seed": trial}, {"data_source": "generated"}
+            params, info = {"dataset.name": "synthetic", "dataset.seed": trial}, RunFacts(data_source="generated")
             threads = [threading.Thread(target=tracker.log_dataset, args=(run_id, params, info)) for run_id in ids]
             for thread in threads:
                 thread.start()

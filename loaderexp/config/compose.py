@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from loaderexp.config.errors import ConfigError
 from loaderexp.config.folders import job_folder
-from loaderexp.config.schema import Config, TargetNode
+from loaderexp.config.schema import Config, TargetNode, backend_schema
 from loaderexp.config.store import register_configs
 from loaderexp.result.facts import HostFacts
 
@@ -80,7 +80,9 @@ def config_from_file(path: Path) -> DictConfig:
     again: to measure that run again, changed or not."""
     from loaderexp.config.store import structured
 
-    return OmegaConf.merge(structured(Config), OmegaConf.load(path))
+    loaded = OmegaConf.load(path)
+    stack = OmegaConf.select(loaded, "backend.name")  # its options compose against its own schema
+    return OmegaConf.merge(structured(Config), {"backend": structured(backend_schema(stack))}, loaded)
 
 
 def spec_from_file(path: Path) -> Config:

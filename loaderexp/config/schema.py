@@ -149,8 +149,14 @@ class StepConfig:
 
 @dataclass(frozen=True)
 class BackendConfig:
+    """The loading stack; a stack with options of its own extends this class (``BACKEND_OPTIONS``)."""
+
     name: str = "dataloader"  # the loading stack: a module of loaderexp/loading/ and a file in conf/backend/
-    # spdl: the pipeline's thread pool (default: loader.num_workers)
+
+
+@dataclass(frozen=True)
+class SpdlBackendConfig(BackendConfig):
+    # the pipeline's thread pool (default: loader.num_workers)
     num_threads: Optional[int] = bounded(None, ge=1, rule="null or an integer >= 1")
 
 
@@ -226,6 +232,15 @@ class Config:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     data_root: str = MISSING  # where generated data sets are written once and reused
     resume: bool = False  # skip configurations this sweep folder already measured successfully
+
+
+# The stacks with options of their own: conf/backend/<name>.yaml composes onto base_backend_<name>.
+BACKEND_OPTIONS: dict[str, type] = {"spdl": SpdlBackendConfig}
+
+
+def backend_schema(name: Optional[str]) -> type:
+    """The schema a backend's settings compose against: its own options', else the shared one."""
+    return BACKEND_OPTIONS.get(name or "", BackendConfig)
 
 
 # The groups backed by a dataclass (the others are TargetNodes).

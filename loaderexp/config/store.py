@@ -13,7 +13,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from loaderexp.config.schema import GROUPS, Config
+from loaderexp.config.schema import BACKEND_OPTIONS, GROUPS, Config
 
 
 def writable(node: Any) -> Any:
@@ -34,3 +34,5 @@ def register_configs() -> None:
     store.store(name="base_config", node=structured(Config))
     for group, schema in GROUPS.items():
         store.store(group=group, name=f"base_{group}", node=structured(schema))
+    for name, schema in BACKEND_OPTIONS.items():
+        store.store(group="backend", name=f"base_backend_{name}", node=structured(schema))

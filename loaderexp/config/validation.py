@@ -123,8 +123,8 @@ def range_problems(spec: Config, groups: tuple[str, ...] = tuple(GROUPS)) -> lis
     finite (``nan`` would turn a check off: ``nan > 0`` is false), a name not empty."""
     problems = []
     for group in groups:
-        schema = GROUPS[group]
         node = getattr(spec, group)
+        schema = type(node) if isinstance(node, GROUPS[group]) else GROUPS[group]  # a stack's own options too
         for f in dataclasses.fields(schema):
             value, meta = getattr(node, f.name), f.metadata
             if value is None or isinstance(value, (bool, Enum)):

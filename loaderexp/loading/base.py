@@ -27,7 +27,6 @@ class LoadingStack:
 
     name: ClassVar[str]
     knobs: ClassVar[tuple[str, ...]] = COMMON_KNOBS  # the loader knobs it has; others must stay at their default
-    options: ClassVar[tuple[str, ...]] = ()  # the backend.* settings it reads
     requires: ClassVar[Optional[str]] = None  # the package it imports when it runs
     extra: ClassVar[str] = "backends"  # the pip extra that installs it
     pool: ClassVar[bool] = True  # loads on a pool of num_workers >= 1 threads or processes

@@ -10,7 +10,7 @@ import importlib.util
 from typing import Any, Optional
 
 from loaderexp.config import config_dir, validate
-from loaderexp.config.schema import BackendConfig, Config, LoaderConfig
+from loaderexp.config.schema import Config, LoaderConfig, backend_schema
 from loaderexp.config.validation import DEFAULT_LOADER, show
 
 
@@ -47,12 +47,9 @@ def backend_problems(spec: Config) -> list[str]:
     if stack is None:
         problems.append(f"backend.name={backend.name}: no such loading stack; valid: {', '.join(stack_names())}")
         return problems
-    for option in (f.name for f in dataclasses.fields(BackendConfig) if f.name != "name"):
-        value = getattr(backend, option)
-        if option not in stack.options and value != getattr(BackendConfig(), option):
-            owners = [n for n in stack_names() if option in getattr(loading_stack(n), "options", ())]
-            problems.append(f"backend.{option}={show(value)}: only {', '.join(f'backend={n}' for n in owners)} has it")
     name = backend.name
+    if not isinstance(backend, backend_schema(name)):  # backend.name=spdl alone: without its options' schema
+        problems.append(f"backend.name={name}: choose the stack as backend={name}, which brings its options")
     if stack.requires and importlib.util.find_spec(stack.requires) is None:
         problems.append(f"backend={name} needs {stack.requires}, which is not installed: "
                         f"pip install -e \".[{stack.extra}]\"")

@@ -18,7 +18,6 @@ from loaderexp.harness.tagging import RecordingBatchSampler
 
 class SpdlStack(LoadingStack):
     name = "spdl"
-    options = ("num_threads",)
     requires = "spdl"
 
     def loader(self, fetch: BatchFetch, recorder: RecordingBatchSampler) -> Iterable:
