@@ -276,6 +276,14 @@ def test_result_loads_no_torch():
     assert out.stdout.strip() == "[]"
 
 
+def test_only_data_build_imports_hydra_below_config():
+    """Hydra's instantiate builds the configured objects (data/build.py); no other stage after config imports
+    Hydra or OmegaConf, except track/ (callbacks, the sweep) and search/ (a sweeper)."""
+    found = sorted(m for m, imported in GRAPH.items() if stage_of(m) in STAGES and stage_of(m) not in ("config", "track", "search")
+                   and any(t.split(".")[0] in ("hydra", "omegaconf") for t in imported))
+    assert found == ["loaderexp.data.build"]
+
+
 def test_measuring_loads_neither_hydra_nor_mlflow():
     """Importing every harness module (and the job that drives it) pulls in no tracking or config system."""
     harness = [m for m in GRAPH if stage_of(m) == "harness"]

@@ -7,7 +7,11 @@ frozen dataclasses, and that is what ``execute/`` and ``harness/`` receive.  The
 ``hydra.utils.instantiate`` (dataset, sampler, transform) keep free-form arguments, checked against
 their target's signature (:mod:`.targets`), and arrive as :class:`TargetNode`.
 
-No Hydra import here: a measuring process, a rank or a worker unpickles these classes without it.
+No Hydra import here: a rank or a DataLoader worker unpickles these classes without it.  The measuring side
+does load Hydra's library once, on purpose: the dataset holder builds the configured objects with
+``hydra.utils.instantiate`` (:mod:`loaderexp.data.build`, the only place outside config/ and track/ that
+imports Hydra); the measured loop (harness/), execute/ and loading/ import neither Hydra nor OmegaConf
+(tests/test_layout.py).
 """
 
 from __future__ import annotations
