@@ -264,3 +264,19 @@ def test_a_ray_cluster_whose_nodes_offer_no_host_resource_is_refused_up_front(tm
                         f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path, env=ray_env, timeout=300)
     assert proc.returncode == 2 and time.monotonic() - started < 240
     assert 'offers {"loaderexp_host": 1}' in proc.stderr and "--resources=" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_sweep_where_every_job_failed_exits_non_zero_and_says_so(tmp_path, data_root):
+    """Round two, item 7: CI relies on the exit code; the parent run says FAILED too."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    done = run_cli(["-m", *TINY, "dataset.num_samples=-5", "loader.num_workers=0,1", f"tracking.uri={uri}",
+                    f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=REPO)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "no job measured: 2 of 2 jobs recorded, none finished" in done.stderr
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    parents = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])
+               if r.data.tags.get("loaderexp.sweep") == "parent"]
+    assert [p.info.status for p in parents] == ["FAILED"]

@@ -138,7 +138,8 @@ class SweepCallback(Callback):
         log.info("MLflow: experiment %r, parent run %s", tracking.experiment, STATE.parent_run_id)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        finish_sweep(Status.FINISHED)
+        if not finish_sweep(Status.FINISHED):
+            raise SystemExit(1)  # no job measured: a script or CI that runs the sweep must see it failed
 
 
 def _open_parent(spec: Any, config: DictConfig, grid_text: str) -> str:
@@ -176,14 +177,17 @@ def _write_record(tracking: TrackingConfig) -> None:
         "total": STATE.total, "swept_keys": list(STATE.swept_keys), "jobs": STATE.jobs or []}, indent=2))
 
 
-def finish_sweep(status: Status) -> None:
+def finish_sweep(status: Status) -> bool:
     """Report the sweep (table, recommendation, plot) and close its parent run; also on Ctrl-C, as KILLED.
-    A report that cannot be written (a full disk) is said, and the parent still closes."""
+    A report that cannot be written (a full disk) is said, and the parent still closes.  Returns whether any
+    job measured (or was predicted); a sweep where none did closes its parent as FAILED."""
     if STATE.sweep_dir is None:
-        return
+        return True
     from loaderexp.report import load_results, write_report
 
     items = load_results(STATE.sweep_dir)
+    measured = any(r.status in (Status.FINISHED, Status.PREDICTED) for _, r in items)
+    status = Status.FAILED if status is Status.FINISHED and not measured else status
     confirmation = _confirmed(items) if status is Status.FINISHED else None
     elapsed = time.time() - STATE.started
     artifacts: list[Path] = []
@@ -203,8 +207,12 @@ def finish_sweep(status: Status) -> None:
         artifacts.insert(0, STATE.sweep_dir / "summary.txt")
     except OSError as error:
         log.error("could not write %s: %s", STATE.sweep_dir / "summary.txt", error)
+    if not measured:
+        print(f"loaderexp: error: no job measured: {len(items)} of {STATE.total} jobs recorded, none finished "
+              "(each one's error is in the table above)", file=sys.stderr, flush=True)
     _close_parent(status, artifacts, items, elapsed, exported)
     STATE.sweep_dir = None
+    return measured
 
 
 def _exported(items: list, confirmation: Any) -> list[Path]:
