@@ -92,5 +92,17 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-if __name__ == "__main__":
+def entry() -> None:
+    """The command: config files that are not YAML are refused in a line each, then Hydra composes."""
+    from loaderexp.config.yaml_files import folders_of, yaml_problems
+
+    problems = yaml_problems(folders_of(sys.argv[1:]))
+    for problem in problems:
+        print(f"loaderexp: error: {problem}", file=sys.stderr)
+    if problems:
+        raise SystemExit(2)
     main()
+
+
+if __name__ == "__main__":
+    entry()

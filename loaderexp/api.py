@@ -120,13 +120,13 @@ def _multirun(arguments: list[str]) -> None:
     """``python -m loaderexp`` in this process (its launcher runs the jobs here, so the dataset is at hand)."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from loaderexp.__main__ import main
+    from loaderexp.__main__ import entry
 
     GlobalHydra.instance().clear()  # a notebook's own compose() left Hydra initialised
     saved = sys.argv
     sys.argv = ["loaderexp", *arguments]
     try:
-        main()
+        entry()
     except SystemExit as stopped:  # Hydra refused the config, or the sweep could not start: said above
         if stopped.code:
             raise RuntimeError(f"the sweep did not run (exit status {stopped.code}): its error is printed above") \

@@ -181,3 +181,20 @@ def test_a_preset_states_only_what_it_changes(group, path):
     restated += [k for k, v in written.items() if k != identity and isinstance(v, str) and
                  "${" not in v and str(getattr(getattr(defaults, k, None), "value", getattr(defaults, k, None))) == v]
     assert restated == [], f"{path.name} restates the schema's default of {restated}"
+
+
+def test_a_config_file_that_is_not_yaml_is_one_line_naming_the_file_and_line(tmp_path):
+    """Round two, item 9: Hydra's own report is a traceback of ~90 lines with the file at the bottom."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    folder = tmp_path / "conf" / "dataset"
+    folder.mkdir(parents=True)
+    (folder / "mine.yaml").write_text("defaults:\n  - base_dataset\nname: mine\n  bad: [1, 2\n")
+    done = subprocess.run([sys.executable, "-m", "loaderexp", "--config-dir", str(tmp_path / "conf"), "dataset=mine",
+                           "tracking=none"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"loaderexp: error: {folder / 'mine.yaml'}:4: not YAML: mapping values are not allowed here"]
