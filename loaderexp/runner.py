@@ -38,7 +38,7 @@ from loaderexp.config import (
     without_inapplicable,
 )
 from loaderexp.config.validation import changed_knobs
-from loaderexp.execute.faults import explain
+from loaderexp.execute.faults import explain, interrupted_by
 from loaderexp.execute.dispatch import host_facts, measure_spec, profile_only
 from loaderexp.execute.host_lock import exclusive_host
 from loaderexp.execute.predict import predicted_instead
@@ -114,8 +114,8 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         tracker, run_id = _open_run(spec, result, job)
         spec = checked or _checked(spec, result, job)
         _measure_into(result, spec, job)
-    except KeyboardInterrupt:
-        result.status, result.error = Status.KILLED, "interrupted (Ctrl-C or SIGTERM)"
+    except KeyboardInterrupt as interrupt:
+        result.status, result.error = Status.KILLED, f"interrupted ({interrupted_by(interrupt)})"
         raise
     except Exception as error:  # a job's failure is its own: record it, let the sweep go on
         result.status = Status.FAILED

@@ -124,3 +124,14 @@ def test_a_run_holds_the_host_while_it_measures_and_records_the_interval(compose
                  JobContext(output_dir=tmp_path / "shared"))
     assert shared.info.host_lock.startswith("shared")
     assert any(w.startswith("bench.shared_host_ok=true: other measurements may have run") for w in shared.warnings)
+
+
+def test_an_interrupt_names_its_signal():
+    """Round two, item 5: SIGHUP's record said "Ctrl-C or SIGTERM"."""
+    import signal
+
+    from loaderexp.execute.faults import interrupted_by
+
+    assert interrupted_by(KeyboardInterrupt(f"signal {int(signal.SIGHUP)}")) == "SIGHUP"
+    assert interrupted_by(KeyboardInterrupt(f"signal {int(signal.SIGTERM)}")) == "SIGTERM"
+    assert interrupted_by(KeyboardInterrupt()) == "Ctrl-C"

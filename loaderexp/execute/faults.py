@@ -52,3 +52,14 @@ def describe_exit(code: Optional[int]) -> str:
             return f"killed by signal {-code}"
         return f"killed by signal {sig.name} ({signal.strsignal(sig)})"
     return f"exited with status {code}"
+
+
+def interrupted_by(interrupt: KeyboardInterrupt) -> str:
+    """Ctrl-C, or the signal the entry point turned into KeyboardInterrupt ("signal 1": SIGHUP)."""
+    words = str(interrupt).split()
+    if len(words) == 2 and words[0] == "signal" and words[1].isdigit():
+        try:
+            return signal.Signals(int(words[1])).name
+        except ValueError:
+            return str(interrupt)
+    return "Ctrl-C"
