@@ -147,3 +147,25 @@ def test_the_docs_say_what_in_a_config_runs_code():
     assert "is code" in text
     for knob in ("_target_", "python_path", "collate_fn", "worker_init_fn"):
         assert knob in text.split("is code")[0][-600:] + text.split("is code")[1][:600], knob
+
+
+def test_a_link_planted_where_a_data_set_is_built_is_never_followed(tmp_path):
+    """Round two, item 1: <data_root>/.imagefolder.building -> ~/victim received the JPEG tree."""
+    from loaderexp.data.generated import build_once
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / ".imagefolder.building").symlink_to(victim)
+
+    def write(folder):
+        folder.mkdir(parents=True, exist_ok=True)  # as the real writers do
+        (folder / "a.jpg").write_bytes(b"jpeg")
+        return {"files": 1}
+
+    assert build_once(root / "imagefolder", {"kind": "test"}, write) == "built"
+    assert list(victim.iterdir()) == []  # nothing written through the link
+    assert (root / "imagefolder" / "a.jpg").read_bytes() == b"jpeg"
+    assert (root / ".imagefolder.building").is_symlink()  # the planted link is left as it was
+    assert [p.name for p in root.iterdir() if p.name.startswith(".imagefolder.building-")] == []  # no leftovers

@@ -3,8 +3,9 @@
 A generated folder carries a marker file holding the parameters it was made from (its
 identity).  A folder whose marker matches is reused as it is; one whose identity differs is
 rebuilt; a folder without a marker is the user's own data and is never touched.  Building
-happens in a temporary sibling under a file lock and is renamed into place, so parallel jobs
-and interrupted builds never see half a data set.
+happens in a fresh private folder beside it (``mkdtemp``) under a file lock and is renamed into place, so
+parallel jobs and interrupted builds never see half a data set, and nothing planted in a shared data root
+(a link where the build would write) is followed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import fcntl
 import json
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -40,14 +42,19 @@ def build_once(folder: Path, identity: Mapping[str, Any], write: Callable[[Path]
         state = _state(folder, identity)
         if state != "stale":
             return state
-        tmp = folder.parent / f".{folder.name}.building"
-        shutil.rmtree(tmp, ignore_errors=True)
-        started = time.perf_counter()
-        details = dict(write(tmp))
-        details["seconds"] = round(time.perf_counter() - started, 2)
-        (tmp / MARKER).write_text(json.dumps({"identity": identity, "details": details}, indent=2))
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)
+        # A fresh private folder (mkdtemp: a new name, mode 0700), never a path someone could have planted
+        # a link at: the data set is written below it and renamed into place.
+        private = Path(tempfile.mkdtemp(prefix=f".{folder.name}.building-", dir=folder.parent))
+        try:
+            tmp = private / folder.name
+            started = time.perf_counter()
+            details = dict(write(tmp))
+            details["seconds"] = round(time.perf_counter() - started, 2)
+            (tmp / MARKER).write_text(json.dumps({"identity": identity, "details": details}, indent=2))
+            shutil.rmtree(folder, ignore_errors=True)
+            tmp.rename(folder)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
         return "built"
     finally:
         os.close(lock)

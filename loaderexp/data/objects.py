@@ -8,6 +8,7 @@ DataModule handed over this way is taken apart as ``dataset=lightning`` takes it
 
 from __future__ import annotations
 
+import os
 import pickle
 from pathlib import Path
 from typing import Any, Optional
@@ -22,7 +23,8 @@ def register(value: Any, folder: Path) -> tuple[str, Optional[Path]]:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{key}.pkl"
     try:
-        with path.open("wb") as file:
+        # Never through a link someone planted at the name: opened without following one, private to the user.
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "wb") as file:
             pickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # noqa: BLE001 - a lambda, a lock, an open file: measured in this process instead
         path.unlink(missing_ok=True)
