@@ -110,6 +110,18 @@ def test_a_sweep_folder_or_its_mlflow_parent_run_is_a_baseline(data_root, tmp_pa
 
 
 @pytest.mark.slow
+def test_a_baseline_without_a_measurement_cannot_pass(baseline, tmp_path):
+    """Round two, item 8: a FAILED baseline read as "0 samples/s ... OK", exit 0."""
+    saved = json.loads((baseline / "result.json").read_text())
+    saved.update(status="FAILED", error="RuntimeError: the dataset raised", metrics={})
+    (baseline / "result.json").write_text(json.dumps(saved))
+    done = check("--baseline", str(baseline), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr[-2000:]
+    assert "holds no measurement (status FAILED: RuntimeError: the dataset raised)" in done.stderr
+    assert "OK" not in done.stdout
+
+
+@pytest.mark.slow
 def test_no_such_baseline_is_said_in_one_line(tmp_path):
     done = check("--baseline", str(tmp_path / "nothing-here"), cwd=REPO)
     assert done.returncode == 2 and "no such folder" in done.stderr
