@@ -42,6 +42,29 @@ def test_a_clean_folder_is_its_commit_and_an_edited_one_is_dirty_with_its_diff(u
     assert "hunter2" not in diff and "password: <redacted>" in diff
 
 
+SECRETS = {  # round two, item 2: each form that reached config.diff, and the secret in it
+    "- password: listed-1\n": "listed-1",
+    "creds: {user: bob, password: flowing-2}\n": "flowing-2",
+    "cert_password: |\n  block-line-3a\n  block-line-3b\n": "block-line-3",
+    '"api_token": quoted-4\n': "quoted-4",
+    "my password: spaced-5\n": "spaced-5",
+    "aws: AKIAIOSFODNN7EXAMPLE\n": "AKIAIOSFODNN7EXAMPLE",
+    "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIbPxRfiCYEXAMPLEKEY\n": "wJalrXUtnFEMIbPxRfiCYEXAMPLEKEY",
+    "nested:\n  deeper:\n    db_password: nested-8\n": "nested-8",
+}
+
+
+def test_every_form_of_a_credential_is_redacted_and_the_rest_kept(user_conf):
+    text = "".join(SECRETS) + "batch_size: 96\nuser: bob\n"
+    (user_conf / "loader" / "mine.yaml").write_text("defaults:\n  - base_loader\n\n" + text)
+    (user_conf / "secrets.yaml").write_text(text)  # untracked: written in full
+    [dirty] = inspect_sources([(str(user_conf), "command-line")])
+    diff = config_diff([dirty])
+    for secret in SECRETS.values():
+        assert secret not in diff, secret
+    assert diff.count("+batch_size: 96") == 2 and "user: bob" in diff and "+cert_password: |" in diff
+
+
 def test_outside_git_a_folder_says_so(tmp_path):
     [source] = inspect_sources([(str(tmp_path), "command-line")])
     assert source.commit is None and not source.dirty

@@ -4,25 +4,21 @@ uncommitted changes, and those changes (its config files only) as a diff, so a r
 
 The folders are the ones Hydra composed from (``hydra.runtime.config_sources``: loaderexp's own
 ``conf/``, a user's ``--config-dir``, ``hydra.searchpath``), Hydra's and its plugins' own left out.
-A folder outside git is recorded as such.  Lines of a diff that look like credentials are redacted.
+A folder outside git is recorded as such.  Credentials in the diff are redacted (:mod:`.redact`).
 """
 
 from __future__ import annotations
 
-import re
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from loaderexp.result import SECRET_QUERY, redact_uri
+from loaderexp.track.redact import redacted
 
 DIFF_FILE = "config.diff"
 OWN_PROVIDERS = ("main", "command-line", "hydra.searchpath in main", "hydra.searchpath in command-line")
 CONFIG_SUFFIXES = (".yaml", ".yml")
-URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"]+")
-SECRET_LINE = re.compile(r"^([+\- ]\s*[\w.\-]*(?:" + SECRET_QUERY.pattern + r")[\w.\-]*\s*[:=]\s*)(\S.*)$",
-                         re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -77,14 +73,8 @@ def config_diff(sources: Sequence[ConfigSource]) -> str:
         for name in untracked.split():
             text = (Path(source.path) / name).read_text(errors="replace")
             parts.append(f"--- /dev/null\n+++ b/{name} (untracked)\n" + "".join(f"+{line}\n" for line in text.splitlines()))
-    return "\n".join(_redacted(line) for line in "".join(parts).splitlines()) + "\n" if parts else ""
+    return "\n".join(redacted("".join(parts).splitlines())) + "\n" if parts else ""
 
 
 def _patterns() -> list[str]:
     return [f"*{suffix}" for suffix in CONFIG_SUFFIXES]
-
-
-def _redacted(line: str) -> str:
-    line = URI.sub(lambda found: redact_uri(found.group(0)), line)
-    match = SECRET_LINE.match(line)
-    return f"{match.group(1)}<redacted>" if match else line
