@@ -280,3 +280,26 @@ def test_a_sweep_where_every_job_failed_exits_non_zero_and_says_so(tmp_path, dat
     parents = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])
                if r.data.tags.get("loaderexp.sweep") == "parent"]
     assert [p.info.status for p in parents] == ["FAILED"]
+
+
+@pytest.mark.slow
+def test_a_used_sweep_folder_is_refused_without_resume_and_locked_while_a_sweep_writes_it(tmp_path, data_root):
+    """Round two, item 3: two sweeps into one hydra.sweep.dir overwrote each other's job folders."""
+    import fcntl
+    import os
+
+    sweep = tmp_path / "sweep"
+    args = ["-m", *TINY, "tracking=none", "loader.num_workers=0", f"hydra.sweep.dir={sweep}"]
+    assert run_cli(args, cwd=REPO).returncode == 0
+    before = (sweep / "0" / "result.json").read_text()
+    again = run_cli(args, cwd=REPO)
+    assert again.returncode == 2 and f"hydra.sweep.dir={sweep} already holds a sweep" in again.stderr
+    assert "add resume=true" in again.stderr and (sweep / "0" / "result.json").read_text() == before
+    assert run_cli([*args, "resume=true"], cwd=REPO).returncode == 0  # resuming it is the way on
+    fd = os.open(sweep / ".loaderexp-sweep.lock", os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a sweep writing it now
+    try:
+        busy = run_cli([*args, "resume=true"], cwd=REPO)
+    finally:
+        os.close(fd)
+    assert busy.returncode == 2 and "another sweep is writing this folder now" in busy.stderr

@@ -29,6 +29,7 @@ from loaderexp.result import Status
 from loaderexp.execute.predict import SWEEP_RECORD  # the jobs read it back: execute owns its name
 from loaderexp.track.launchers import check_launcher
 from loaderexp.track.stores import refuse_credentials_in_uri
+from loaderexp.track.sweep_folder import claim_or_exit
 
 log = logging.getLogger("loaderexp")
 
@@ -44,6 +45,7 @@ class SweepState:
     started: float = 0.0
     confirm_s: float = 0.0  # bench.confirm_s: the pick against its rivals side by side at the end
     jobs: Optional[list] = None  # each job's overrides, a grid's (bench.predict plans over them)
+    folder_lock: Optional[int] = None  # held while the sweep writes its folder (track.sweep_folder)
 
 
 STATE = SweepState()
@@ -117,6 +119,7 @@ class SweepCallback(Callback):
         total, swept, jobs = grid(config)
         STATE = SweepState(total=total, swept_keys=swept, sweep_dir=Path(config.hydra.sweep.dir), started=time.time(),
                            search=is_search(config), confirm_s=spec.bench.confirm_s, jobs=jobs)
+        STATE.folder_lock = claim_or_exit(STATE.sweep_dir, spec.resume)
         grid_text = " ".join(sweep_overrides(config))
         log.info("%s: %s", f"search of at most {total} trials" if STATE.search else f"sweep of {total} jobs",
                  grid_text or "(defaults)")
