@@ -85,10 +85,11 @@ class HostLoad:
         self.others: list[float] = []
         self.steal: list[float] = []
 
-    def sample(self, tree: list[psutil.Process], first: bool = False) -> None:
-        """One interval's reading; ``tree`` is loaderexp's measured tree as the monitor sees it now."""
+    def sample(self, tree_used: float, more: list[psutil.Process], first: bool = False) -> None:
+        """One interval's reading: ``tree_used`` is the CPU the monitor already counted for the measured tree,
+        ``more`` the other processes of loaderexp's own to count here (a rank's launcher tree)."""
         host, now = host_cpu_seconds(), time.monotonic()
-        ours = self._account.used([*tree, *self._ancestors], first)
+        ours = tree_used + self._account.used([*more, *self._ancestors], first)
         if host is None:
             return
         if self._last is not None and not first and now > self._last[0]:

@@ -161,7 +161,7 @@ class ResourceMonitor:
         now = time.time()
         tree = self._tree()
         used = self._account.used(tree, first)
-        self._load.sample(self._load_tree(tree), first)
+        self._load.sample(*self._load_share(used, tree), first)
         if not first and now > self._last_sample:
             self._cpu.append(100.0 * used / (now - self._last_sample))
         self._last_sample = now
@@ -174,13 +174,15 @@ class ResourceMonitor:
             self._next_memory = clock + max(self.interval_s, cost / MEMORY_DUTY_CYCLE)
         self._processes = max(self._processes, len(tree))
 
-    def _load_tree(self, tree: list[psutil.Process]) -> list[psutil.Process]:
+    def _load_share(self, used: float, tree: list[psutil.Process]) -> tuple[float, list[psutil.Process]]:
+        """(CPU already counted, processes still to count) of loaderexp's own: the tree's CPU is counted once;
+        a rank counts its launcher's whole tree (all the ranks) instead."""
         if self._load_root is None:
-            return tree
+            return used, []
         try:
-            return [self._load_root, *(psutil.Process(pid) for pid in descendants(self._load_root.pid))]
+            return 0.0, [self._load_root, *(psutil.Process(pid) for pid in descendants(self._load_root.pid))]
         except psutil.NoSuchProcess:
-            return tree
+            return used, []
 
     def _sample_gpu(self) -> None:
         import torch
