@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import io
 import random
+import sys
 import time
 from typing import Any, Callable, Optional
 
@@ -46,11 +47,10 @@ def transform_ops(transform: Optional[Callable]) -> list[tuple[str, Callable]]:
 
 
 def _is_image_folder(dataset: Any) -> bool:
-    try:
-        from torchvision.datasets import DatasetFolder
-        from torchvision.datasets.folder import default_loader, pil_loader
-    except ImportError:
+    folder = sys.modules.get("torchvision.datasets.folder")
+    if folder is None:  # an ImageFolder would have imported it; importing it here costs ~2 s per profile
         return False
+    DatasetFolder, default_loader, pil_loader = folder.DatasetFolder, folder.default_loader, folder.pil_loader
     return isinstance(dataset, DatasetFolder) and getattr(dataset, "loader", None) in (default_loader, pil_loader)
 
 
