@@ -15,8 +15,12 @@ import fcntl
 import functools
 import logging
 import os
+import shutil
+import sqlite3
+import stat
 import sys
 import tempfile
+from contextlib import closing
 from pathlib import Path
 from typing import Optional
 from urllib.parse import urlparse, urlsplit
@@ -50,9 +54,71 @@ def client(uri: str):
     if not uri.startswith("sqlite") or path is None:
         return MlflowClient(tracking_uri=uri)
     with open_lock(path.with_name(f".{path.name}.lock")) as _:
+        _seed(path)
         opened = MlflowClient(tracking_uri=uri)
         opened.search_experiments(max_results=1)  # the store (and a fresh file's schema) is made here
     return opened
+
+
+def _seed(path: Path) -> None:
+    """A new sqlite store as a copy of an empty one this MLflow version already migrated (its ~40 schema
+    migrations take 2-3 s, paid once per user instead of once per store).  The copy holds no experiment:
+    MLflow adds its Default one, with this store's artifact root, when it opens it.  Best effort: where the
+    copy cannot be made, MLflow migrates the new file itself."""
+    try:
+        if path.exists() and path.stat().st_size > 0:
+            return
+        template = _template()
+        if template is None:
+            return
+        fd, staged = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as out, open(template, "rb") as src:
+                shutil.copyfileobj(src, out)
+                os.fchmod(out.fileno(), _new_file_mode(path))  # as MLflow would have made it, not mkstemp's 0600
+            os.replace(staged, path)
+        except BaseException:
+            os.unlink(staged)
+            raise
+    except (OSError, sqlite3.Error):
+        return
+
+
+def _new_file_mode(path: Path) -> int:
+    if path.exists():
+        return stat.S_IMODE(path.stat().st_mode)
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _template() -> Optional[Path]:
+    """The migrated empty store of this MLflow version, in the user's private folder (made once, atomically)."""
+    import mlflow
+
+    from loaderexp.execute.host_lock import HostLockError, private_folder
+
+    try:
+        folder = Path(private_folder())
+    except HostLockError:
+        return None
+    template = folder / f"mlflow-{mlflow.__version__}-empty.db"
+    if template.is_file() and not template.is_symlink():
+        return template
+    fd, staged = tempfile.mkstemp(prefix=".mlflow-empty-", suffix=".db", dir=folder)
+    os.close(fd)
+    try:
+        from mlflow.tracking import MlflowClient
+
+        store = MlflowClient(tracking_uri=f"sqlite:///{staged}")
+        store.search_experiments(max_results=1)  # the migrations run here
+        with closing(sqlite3.connect(staged)) as db, db:
+            db.execute("DELETE FROM experiments")  # the Default experiment, made with this folder's root
+        os.replace(staged, template)
+    finally:
+        if os.path.exists(staged):
+            os.unlink(staged)
+    return template
 
 
 class open_lock:
