@@ -38,10 +38,6 @@ warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/ray' is validated
 def main(cfg: DictConfig) -> Optional[RunResult]:
     from loaderexp.track import sweep
 
-    # SIGTERM (a scheduler, `kill`) and SIGHUP (a closed terminal, a lost ssh session) end the sweep like
-    # Ctrl-C: the current run is recorded as KILLED, the sweep's parent too.
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGHUP, _interrupt)
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     # The sweep's identity, from this process or, under a launcher that runs jobs elsewhere, its record.
@@ -57,13 +53,7 @@ def main(cfg: DictConfig) -> Optional[RunResult]:
     )
     if not multirun:
         _check_store(composed_spec(cfg))
-    try:
-        result = run(cfg, job)
-    except KeyboardInterrupt:
-        if multirun:
-            sweep.finish_sweep(Status.KILLED)
-        print("loaderexp: interrupted; finished runs are kept", file=sys.stderr)
-        raise SystemExit(130)
+    result = run(cfg, job)  # Ctrl-C inside it: the run is recorded as KILLED, then entry() ends the sweep
     if multirun:
         return result  # a sweeper that searches reads it (hydra/sweeper=search)
     from loaderexp.report import summary_table
@@ -93,7 +83,11 @@ def _interrupt(signum, frame) -> None:
 
 
 def entry() -> None:
-    """The command: config files that are not YAML are refused in a line each, then Hydra composes."""
+    """The command: config files that are not YAML are refused in a line each, then Hydra composes.
+
+    Ctrl-C, SIGTERM (a scheduler, `kill`) and SIGHUP (a closed terminal, a lost ssh session) end it at once,
+    wherever they land (in a job, between jobs, in the final confirmation): the current run is recorded as
+    KILLED, the sweep's parent too, its table is printed with the pick unconfirmed, and it exits 130."""
     from loaderexp.config.yaml_files import folders_of, yaml_problems
 
     problems = yaml_problems(folders_of(sys.argv[1:]))
@@ -101,7 +95,30 @@ def entry() -> None:
         print(f"loaderexp: error: {problem}", file=sys.stderr)
     if problems:
         raise SystemExit(2)
-    main()
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        main()
+    except KeyboardInterrupt as interrupt:
+        _interrupted(interrupt)
+    finally:
+        for sig, handler in previous.items():  # loaderexp.sweep() runs this in the user's own process
+            signal.signal(sig, handler)
+
+
+def _interrupted(interrupt: KeyboardInterrupt) -> None:
+    from loaderexp.execute.faults import interrupted_by
+    from loaderexp.track import sweep
+    from loaderexp.track.sweep_end import finish_sweep
+
+    why = interrupted_by(interrupt)
+    ignored = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:  # a second Ctrl-C while the table is written would leave the parent RUNNING
+        finish_sweep(sweep.STATE, Status.KILLED, interrupted=why)
+    finally:
+        for sig, handler in ignored.items():
+            signal.signal(sig, handler)
+    print(f"loaderexp: interrupted ({why}); finished runs are kept", file=sys.stderr)
+    raise SystemExit(130)
 
 
 if __name__ == "__main__":

@@ -128,6 +128,8 @@ def _multirun(arguments: list[str]) -> None:
     try:
         entry()
     except SystemExit as stopped:  # Hydra refused the config, or the sweep could not start: said above
+        if stopped.code == 130:  # Ctrl-C: recorded and said above; the caller's own code sees it as ever
+            raise KeyboardInterrupt from None
         if stopped.code:
             raise RuntimeError(f"the sweep did not run (exit status {stopped.code}): its error is printed above") \
                 from None

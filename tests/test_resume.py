@@ -12,6 +12,7 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 
+from loaderexp.config import RESOLVED_CONFIG
 from tests.conftest import TINY
 
 pytestmark = pytest.mark.slow
@@ -43,11 +44,14 @@ def test_interrupt_then_resume(tmp_path, data_root, store):
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         assert time.time() < deadline
         time.sleep(0.1)
-    time.sleep(0.5)  # into the third job
+    while not (sweep_dir / "2" / RESOLVED_CONFIG).exists():  # the third job has started (Hydra set it up)
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
-    assert "interrupted; finished runs are kept" in err
+    assert "interrupted (Ctrl-C); finished runs are kept" in err
     before = statuses(sweep_dir)
     assert list(before.values()).count("FINISHED") >= 2
     assert "KILLED" in before.values()

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
@@ -24,32 +22,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from loaderexp.config import ConfigError, check_tracking, composed_spec
 from loaderexp.config.schema import TrackingConfig
-from loaderexp.result import metrics as M
 from loaderexp.result import Status
 from loaderexp.execute.predict import SWEEP_RECORD  # the jobs read it back: execute owns its name
 from loaderexp.track.launchers import check_launcher
 from loaderexp.track.stores import refuse_credentials_in_uri
+from loaderexp.track.sweep_end import SweepState, finish_sweep
 from loaderexp.track.sweep_folder import claim_or_exit
 
 log = logging.getLogger("loaderexp")
 
 
-@dataclass
-class SweepState:
-    total: Optional[int] = None  # a search's: at most this many
-    search: bool = False
-    swept_keys: tuple[str, ...] = ()  # the grid's axes: they name each job's run
-    parent_run_id: Optional[str] = None
-    tracker: Any = None
-    sweep_dir: Optional[Path] = None
-    started: float = 0.0
-    confirm_s: float = 0.0  # bench.confirm_s: the pick against its rivals side by side at the end
-    jobs: Optional[list] = None  # each job's overrides, a grid's (bench.predict plans over them)
-    folder_lock: Optional[int] = None  # held while the sweep writes its folder (track.sweep_folder)
-
-
 STATE = SweepState()
-EXPORT_DIR = "export"  # the recommendation as files for the user's training (report.export)
 
 
 def sweep_overrides(config: DictConfig) -> list[str]:
@@ -141,7 +124,7 @@ class SweepCallback(Callback):
         log.info("MLflow: experiment %r, parent run %s", tracking.experiment, STATE.parent_run_id)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if not finish_sweep(Status.FINISHED):
+        if not finish_sweep(STATE, Status.FINISHED):
             raise SystemExit(1)  # no job measured: a script or CI that runs the sweep must see it failed
 
 
@@ -178,121 +161,3 @@ def _write_record(tracking: TrackingConfig) -> None:
     (STATE.sweep_dir / SWEEP_RECORD).write_text(json.dumps({
         "uri": tracking.uri, "experiment": tracking.experiment, "parent_run_id": STATE.parent_run_id,
         "total": STATE.total, "swept_keys": list(STATE.swept_keys), "jobs": STATE.jobs or []}, indent=2))
-
-
-def finish_sweep(status: Status) -> bool:
-    """Report the sweep (table, recommendation, plot) and close its parent run; also on Ctrl-C, as KILLED.
-    A report that cannot be written (a full disk) is said, and the parent still closes.  Returns whether any
-    job measured (or was predicted); a sweep where none did closes its parent as FAILED."""
-    if STATE.sweep_dir is None:
-        return True
-    from loaderexp.report import load_results, write_report
-
-    items = load_results(STATE.sweep_dir)
-    measured = any(r.status in (Status.FINISHED, Status.PREDICTED) for _, r in items)
-    status = Status.FAILED if status is Status.FINISHED and not measured else status
-    confirmation = _confirmed(items) if status is Status.FINISHED else None
-    elapsed = time.time() - STATE.started
-    artifacts: list[Path] = []
-    try:
-        text, plot = write_report(items, STATE.sweep_dir, title=f"{STATE.sweep_dir}", confirmation=confirmation)
-        artifacts += [plot] if plot is not None else []
-    except OSError as error:
-        from loaderexp.report import summary_table
-
-        text = summary_table(items)
-        log.error("could not write the sweep's report into %s: %s", STATE.sweep_dir, error)
-    exported = _exported(items, confirmation)
-    summary = _summary(text, items, elapsed, exported)
-    print(f"\n{summary}", file=sys.stdout, flush=True)
-    try:
-        (STATE.sweep_dir / "summary.txt").write_text(summary + "\n")
-        artifacts.insert(0, STATE.sweep_dir / "summary.txt")
-    except OSError as error:
-        log.error("could not write %s: %s", STATE.sweep_dir / "summary.txt", error)
-    if not measured:
-        print(f"loaderexp: error: no job measured: {len(items)} of {STATE.total} jobs recorded, none finished "
-              "(each one's error is in the table above)", file=sys.stderr, flush=True)
-    _close_parent(status, artifacts, items, elapsed, exported)
-    STATE.sweep_dir = None
-    return measured
-
-
-def _exported(items: list, confirmation: Any) -> list[Path]:
-    """The recommendation as files for the user's training, in <sweep>/export (none without a pick)."""
-    from loaderexp.report import export
-
-    try:
-        source = str(STATE.sweep_dir) + (f" (MLflow parent run {STATE.parent_run_id})" if STATE.parent_run_id else "")
-        return export(items, STATE.sweep_dir / EXPORT_DIR, source, confirmation)
-    except OSError as error:
-        log.error("could not export the recommendation into %s: %s", STATE.sweep_dir / EXPORT_DIR, error)
-        return []
-
-
-def _confirmed(items: list) -> Any:
-    """The pick confirmed side by side, kept in the sweep folder (confirmation.json); None when there is none."""
-    from loaderexp.report.confirm import CONFIRMATION_FILE
-    from loaderexp.track.confirm import confirm_pick
-
-    try:
-        confirmation = confirm_pick(items, STATE.confirm_s)
-    except Exception as error:  # noqa: BLE001 - the sweep's own answer stands
-        log.error("could not confirm the pick side by side: %s: %s", type(error).__name__, error)
-        return None
-    if confirmation is not None:
-        try:
-            (STATE.sweep_dir / CONFIRMATION_FILE).write_text(json.dumps(confirmation.to_dict(), indent=2, default=str))
-        except OSError as error:
-            log.error("could not write %s: %s", CONFIRMATION_FILE, error)
-    return confirmation
-
-
-def _summary(text: str, items: list, elapsed: float, exported: Sequence[Path] = ()) -> str:
-    """The table, how many jobs were recorded where, and the addresses to look at them."""
-    from loaderexp.track.tracker import chart_axis
-
-    counted = f"{len(items)} trials (at most {STATE.total})" if STATE.search else f"{len(items)} of {STATE.total} jobs"
-    lines = [text, f"{counted} recorded in {elapsed:.1f} s; results in {STATE.sweep_dir}"]
-    if exported:
-        lines.append(f"the recommendation for your training: {STATE.sweep_dir / EXPORT_DIR}/ "
-                     f"({', '.join(sorted({p.name for p in exported}))})")
-    if STATE.tracker is not None:
-        lines.append(f"MLflow runs table: {STATE.tracker.runs_url()}")
-        if STATE.parent_run_id is not None:
-            try:
-                charts = STATE.tracker.charts_url(STATE.parent_run_id, STATE.swept_keys)
-                lines.append(f"MLflow charts:     {charts}\n  (throughput and memory against "
-                             f"{chart_axis(STATE.swept_keys)}, a point per configuration)")
-            except Exception as error:  # the store went away: the table's address still helps
-                log.error("could not store the sweep's chart view in MLflow: %s", error)
-        if not STATE.tracker.uri.startswith("http"):
-            lines.append(f"(start the UI with `mlflow ui --backend-store-uri {shlex.quote(STATE.tracker.uri)}`)")
-        unlogged = [r for _, r in items if not r.logged and r.status is not Status.PREDICTED]
-        if unlogged:
-            lines.append(f"{len(unlogged)} result(s) did not reach MLflow; import them with: "
-                         f"python -m loaderexp.sync {shlex.quote(str(STATE.sweep_dir))}")
-    return "\n".join(line for line in lines if line)
-
-
-def _close_parent(status: str, artifacts: list[Path], items: list, elapsed: float,
-                  exported: Sequence[Path] = ()) -> None:
-    """The parent's artifacts (summary, plot, stage profiles), its figures (each stage's cost among them)."""
-    if STATE.tracker is None or STATE.parent_run_id is None:
-        return
-    from loaderexp.report import stage_metrics
-    from loaderexp.report.confirm import CONFIRMATION_FILE
-
-    try:
-        confirmation = STATE.sweep_dir / CONFIRMATION_FILE
-        confirmed = [confirmation] if confirmation.is_file() else []
-        for artifact in [*artifacts, *confirmed, *sorted((STATE.sweep_dir / "profiles").glob("*.json"))]:
-            STATE.tracker.log_file(STATE.parent_run_id, artifact)
-        for path in exported:  # under export/, as in the sweep folder (a node type's own subfolder kept)
-            where = path.parent.relative_to(STATE.sweep_dir).as_posix()
-            STATE.tracker.log_file(STATE.parent_run_id, path, where)
-        metrics = {M.JOBS_RECORDED: len(items), M.SWEEP_SECONDS: elapsed, **stage_metrics([r for _, r in items])}
-        STATE.tracker.log(STATE.parent_run_id, metrics=metrics, tags={"loaderexp.runs_url": STATE.tracker.runs_url()})
-        STATE.tracker.end_run(STATE.parent_run_id, status)
-    except Exception as error:
-        log.error("could not close the sweep's MLflow run: %s", error)
