@@ -60,3 +60,16 @@ def test_the_report_says_the_host_was_busy_and_when_runs_met_different_loads():
     uneven = busy_notes([_run(0, 0.0), _run(1, 1.0)])
     assert any("the runs met different loads (others 0.0 to 1.0 cores" in n for n in uneven)
     assert busy_notes([_run(0, 0.02), _run(1, 0.05)]) == []  # a quiet host: nothing to say
+
+
+@pytest.mark.slow
+def test_workers_that_end_within_the_run_are_its_own_cpu_not_the_others(compose_cfg, tmp_path):
+    """Workers that start and end inside a short run left their last moments' CPU to "the others" (0.3-0.4 cores
+    on a quiet host): a reaped worker's time reaches its parent's children times, and counts as the run's."""
+    def others(workers: int, name: str) -> float:
+        result = run(compose_cfg([*SHORT, f"loader.num_workers={workers}"]), JobContext(output_dir=tmp_path / name))
+        assert result.status == "FINISHED", result.error
+        return result.metrics[M.OTHERS_CPU]
+
+    alone, with_workers, alone_after = others(0, "a"), others(4, "b"), others(0, "c")
+    assert with_workers - max(alone, alone_after) < 0.15, (alone, with_workers, alone_after)

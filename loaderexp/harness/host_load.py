@@ -52,24 +52,34 @@ def host_cpu_seconds(stat_file: str = "/proc/stat") -> Optional[tuple[float, flo
 class CpuAccount:
     """CPU seconds a changing set of processes used between two readings: a process first seen now was
     started since the last reading, so all its time counts (its baseline is zero), except at the first
-    reading, which only takes everyone's baseline."""
+    reading, which only takes everyone's baseline.
+
+    A process that ended is no longer read, but its time is not lost: once its parent reaps it, the kernel
+    adds its whole life's CPU to the parent's ``children`` times.  So each process's reaped children count
+    too, less what was already read of them while they lived (a DataLoader's workers that end with each
+    epoch would otherwise leave their last moments' CPU to "the other processes")."""
 
     def __init__(self) -> None:
         self._known: dict[int, psutil.Process] = {}
-        self._seconds: dict[int, float] = {}
+        self._seconds: dict[int, float] = {}  # each process's own CPU at the last reading
+        self._reaped: dict[int, float] = {}  # the CPU of the children it had reaped by then
 
     def used(self, processes: list[psutil.Process], first: bool = False) -> float:
-        used, seconds = 0.0, {}
+        used, seconds, reaped = 0.0, {}, {}
         for process in processes:
             process = self._known.setdefault(process.pid, process)
             try:
                 times = process.cpu_times()
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
-            total = times.user + times.system
-            seconds[process.pid] = total
-            used += total - (total if first else self._seconds.get(process.pid, 0.0))
-        self._seconds = seconds
+            seconds[process.pid] = times.user + times.system
+            reaped[process.pid] = times.children_user + times.children_system
+            if not first:
+                used += seconds[process.pid] - self._seconds.get(process.pid, 0.0)
+                used += reaped[process.pid] - self._reaped.get(process.pid, 0.0)
+        if not first:  # those gone since: their time reaches a parent's children times, read above or later
+            used -= sum(total for pid, total in self._seconds.items() if pid not in seconds)
+        self._seconds, self._reaped = seconds, reaped
         self._known = {pid: p for pid, p in self._known.items() if pid in seconds}
         return used
 
