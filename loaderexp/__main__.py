@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
+import logging
 import signal
 import sys
 import warnings
@@ -17,7 +19,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from hydra_plugins.loaderexp_search.search_sweeper import SearchSweeper
-from loaderexp.config import Config, ConfigError, check_tracking, composed_spec, config_dir
+from loaderexp.config import Config, ConfigError, composed_spec, config_dir
+from loaderexp.config.folders import FolderUnwritable
 from loaderexp.result import RunResult, Status
 from loaderexp.runner import JobContext, run
 from loaderexp.track.versions import composed_from
@@ -53,6 +56,7 @@ def main(cfg: DictConfig) -> Optional[RunResult]:
     )
     if not multirun:
         _check_store(composed_spec(cfg))
+    _log_file_errors_once()
     result = run(cfg, job)  # Ctrl-C inside it: the run is recorded as KILLED, then entry() ends the sweep
     if multirun:
         return result  # a sweeper that searches reads it (hydra/sweeper=search)
@@ -66,16 +70,33 @@ def main(cfg: DictConfig) -> Optional[RunResult]:
 
 
 def _check_store(spec: Config) -> None:
-    """Say so before measuring, not after: a bad experiment name, or a store that cannot be used."""
-    from loaderexp.track.stores import TrackingUnavailable, check_reachable
+    """Say so before measuring, not after: a bad experiment name, or a store that cannot be used (a sweep
+    checks the same before its first job)."""
+    from loaderexp.track.stores import TrackingUnavailable
+    from loaderexp.track.tracker import check_store
 
     try:
-        check_tracking(spec)
-        if spec.tracking.backend.value == "mlflow":
-            check_reachable(spec.tracking.uri)
+        check_store(spec)
     except (ConfigError, TrackingUnavailable) as error:
-        print(f"loaderexp: error: {error}", file=sys.stderr)
+        print(f"loaderexp: error: {error}; nothing was measured", file=sys.stderr)
         raise SystemExit(2) from error
+
+
+def _log_file_errors_once() -> None:
+    """Hydra's job log file, on a full disk, fails every line with a 15-line "--- Logging error ---": said once
+    instead, and the log goes on to the console."""
+    root = logging.getLogger()
+    for handler in root.handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handleError = functools.partial(_drop_log_file, root, handler)
+
+
+def _drop_log_file(root: logging.Logger, handler: logging.FileHandler, record: logging.LogRecord) -> None:
+    root.removeHandler(handler)
+    error = sys.exc_info()[1]
+    why = error.strerror if isinstance(error, OSError) and error.strerror else error
+    print(f"loaderexp: error: the job's log file {handler.baseFilename} could not be written ({why}); its log goes "
+          "to the console only", file=sys.stderr)
 
 
 def _interrupt(signum, frame) -> None:
@@ -100,6 +121,13 @@ def entry() -> None:
         main()
     except KeyboardInterrupt as interrupt:
         _interrupted(interrupt)
+    except FolderUnwritable as stopped:  # a full disk: the jobs after this one could not be recorded either
+        from loaderexp.track import sweep
+        from loaderexp.track.sweep_end import finish_sweep
+
+        print(f"loaderexp: error: {stopped}; the sweep stops here", file=sys.stderr, flush=True)
+        finish_sweep(sweep.STATE, Status.FAILED)
+        raise SystemExit(1) from None
     finally:
         for sig, handler in previous.items():  # loaderexp.sweep() runs this in the user's own process
             signal.signal(sig, handler)

@@ -9,15 +9,17 @@ run, the confirmation of the pick, the exported recommendation), the dataset nam
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import itertools
+import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-from loaderexp.config import ConfigError, compose
+from loaderexp.config import ConfigError, compose, composed_spec
 from loaderexp.config.schema import LoaderConfig
 from loaderexp.data.objects import register
 from loaderexp.result import RunResult, param_text  # a value as the config writes it: null, true
@@ -52,13 +54,51 @@ def _tracking_overrides(tracking: Optional[str], experiment: Optional[str]) -> l
     return found + ([f"tracking.experiment={experiment}"] if experiment else [])
 
 
-def _in_main_process() -> None:
+def _in_main_process(name: str) -> None:
     import multiprocessing
 
     if multiprocessing.parent_process() is not None:  # a measuring process importing the user's script again
         raise RuntimeError("loaderexp.measure/sweep was called while a measuring process imported your script: put "
                            "the script's own code under `if __name__ == \"__main__\":` (as DataLoader's workers "
                            "need with spawn)")
+    unguarded = unguarded_call()
+    if unguarded is not None:  # the measuring processes would import the script, and call this, again
+        print(f"loaderexp: error: {unguarded}: loaderexp.{name}() runs at the top level of the script; put the "
+              "script's own code under `if __name__ == \"__main__\":` (loaderexp's measuring processes import the "
+              "script again, as DataLoader's workers do with spawn, and would start it again)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def unguarded_call() -> Optional[str]:
+    """``file:line`` when loaderexp is called from a script run as ``__main__`` (a file, not a notebook, a REPL
+    or stdin) by a top-level statement outside an ``if __name__ == "__main__":`` block; None otherwise."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path or not os.path.isfile(path):
+        return None
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    line = frame.f_lineno
+    statement = next((node for node in tree.body if node.lineno <= line <= (node.end_lineno or node.lineno)), None)
+    return None if statement is None or _main_guard(statement) else f"{path}:{line}"
+
+
+def _main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (either way round)."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare) or len(node.test.comparators) != 1:
+        return False
+    sides = [node.test.left, node.test.comparators[0]]
+    names = {s.id for s in sides if isinstance(s, ast.Name)}
+    values = {s.value for s in sides if isinstance(s, ast.Constant)}
+    return isinstance(node.test.ops[0], ast.Eq) and names == {"__name__"} and values == {"__main__"}
 
 
 def measure(dataset: Any = None, *, overrides: Sequence[str] = (), tracking: Optional[str] = None,
@@ -69,12 +109,15 @@ def measure(dataset: Any = None, *, overrides: Sequence[str] = (), tracking: Opt
     ``tracking``: an MLflow tracking URI, ``"none"`` for result.json only, or None for the config's
     (MLflow's sqlite store ./mlflow.db).  Returns the run's result: ``.metrics``, ``.params``, ``.info``."""
     from loaderexp.runner import JobContext, run
+    from loaderexp.track.tracker import check_store
 
-    _in_main_process()
+    _in_main_process("measure")
     folder = Path(output_dir or Path("outputs") / "runs" / time.strftime("%Y-%m-%d/%H-%M-%S")).resolve()
     composed = [*_dataset_overrides(dataset, folder), *_knob_overrides(knobs), *overrides,
                 *_tracking_overrides(tracking, experiment)]
-    return run(compose(composed), JobContext(output_dir=folder, overrides=composed))
+    config = compose(composed)
+    check_store(composed_spec(config))  # a store that cannot be used is said before anything is measured
+    return run(config, JobContext(output_dir=folder, overrides=composed))
 
 
 @dataclass
@@ -103,7 +146,7 @@ def sweep(dataset: Any = None, grid: Optional[Mapping[str, Sequence[Any]]] = Non
           **knobs: Any) -> SweepReport:
     """Every combination of ``grid`` (DataLoader knobs to lists of values: ``{"num_workers": range(4)}``)
     over ``dataset``, as ``python -m loaderexp -m`` sweeps it; ``knobs`` fix the others."""
-    _in_main_process()
+    _in_main_process("sweep")
     grid = dict(grid or {"num_workers": [0, 1, 2]})
     folder = Path(sweep_dir or Path("outputs") / "multiruns" / time.strftime("%Y-%m-%d/%H-%M-%S")).resolve()
     _knob_overrides({k: None for k in grid})  # the grid's keys are knobs too

@@ -45,7 +45,7 @@ from loaderexp.execute.predict import predicted_instead
 from loaderexp.execute.profiling import ProfileStore, profile_key
 from loaderexp.execute.progress import JobProgress
 from loaderexp.loading.registry import checked
-from loaderexp.result import RESULT_FILE, RunFacts, RunResult, Status, machine_facts
+from loaderexp.result import RESULT_FILE, RunFacts, RunResult, Status, machine_facts, write_whole
 from loaderexp.result.ceiling import ceiling_figures
 from loaderexp.result.figures import figures
 
@@ -95,7 +95,7 @@ def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
         spec = resolve_auto_transform(spec)
         result.params = spec_params(spec)
         job.output_dir.mkdir(parents=True, exist_ok=True)
-        (job.output_dir / RESOLVED_CONFIG).write_text(OmegaConf.to_yaml(OmegaConf.create(plain(spec))))
+        write_whole(job.output_dir / RESOLVED_CONFIG, OmegaConf.to_yaml(OmegaConf.create(plain(spec))))
         result.config_hash = config_hash(result.params, result.host)
         if spec.resume:
             done = already_measured(job.output_dir.parent, result.config_hash)
@@ -140,7 +140,7 @@ def _record_config_sources(result: RunResult, job: JobContext) -> None:
     result.info.config_dirty = any(s.dirty for s in sources)
     diff = config_diff(sources)
     if diff:
-        (job.output_dir / DIFF_FILE).write_text(diff)
+        write_whole(job.output_dir / DIFF_FILE, diff)
 
 
 def _checked(spec: Config, result: RunResult, job: JobContext) -> Config:
@@ -255,7 +255,7 @@ def _write_batches(folder: Path, table: str, result: RunResult, label: str) -> N
     path = folder / "batches.csv"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        path.write_text(table)
+        write_whole(path, table)
     except OSError as error:
         _not_written(result, path, error, label)
 

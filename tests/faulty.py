@@ -165,3 +165,20 @@ class SerialDriftingSleep(torch.utils.data.Dataset):
             fcntl.flock(held, fcntl.LOCK_EX)
             time.sleep(self.sleep_s * (1 + self.growth * max(time.time() - self.start, 0.0)))
         return torch.full((4,), float(index))
+
+
+class DiskFiller(SyntheticImages):
+    """Synthetic images whose constructor fills the filesystem at ``fill`` (a small tmpfs a test mounted): the
+    disk is full from then on, while the job measures and after."""
+
+    def __init__(self, fill: str, **kwargs):
+        super().__init__(**kwargs)
+        chunk = b"\0" * 65536
+        try:
+            with open(os.path.join(fill, "filler"), "ab") as f:
+                while True:
+                    f.write(chunk)
+                    f.flush()
+        except OSError as error:
+            if error.errno != errno.ENOSPC:
+                raise

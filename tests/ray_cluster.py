@@ -23,13 +23,13 @@ def ray_cli() -> list[str]:
 
 
 @contextmanager
-def one_node_cluster(resources: str | None = HOST_RESOURCE, nodes: int = 1) -> Iterator[dict[str, str]]:
-    """A head (and ``nodes - 1`` more raylets), each offering ``resources`` (None: a plain `ray start`);
-    yields the environment a sweep needs to reach the cluster (address and auth token)."""
+def one_node_cluster(resources: str | None = HOST_RESOURCE, nodes: int = 1, cpus: int = 1) -> Iterator[dict[str, str]]:
+    """A head (and ``nodes - 1`` more raylets), each offering ``cpus`` CPUs and ``resources`` (None: a plain
+    `ray start`); yields the environment a sweep needs to reach the cluster (address and auth token)."""
     address = f"127.0.0.1:{free_port()}"
     # Ray 2.60 turns on token authentication; a throwaway token keeps the test's cluster its own.
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
-    node = ["--num-cpus=1", *([f"--resources={resources}"] if resources else []), "--disable-usage-stats"]
+    node = [f"--num-cpus={cpus}", *([f"--resources={resources}"] if resources else []), "--disable-usage-stats"]
     try:
         subprocess.run([*ray_cli(), "start", "--head", f"--port={address.split(':')[1]}", "--include-dashboard=false",
                         *node], env=env, check=True, capture_output=True, timeout=180)

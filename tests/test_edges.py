@@ -255,16 +255,22 @@ def test_the_v2_switch_works_with_the_datasets_usual_transform(compose_cfg):
 
 
 @pytest.mark.slow
-def test_a_ray_cluster_whose_nodes_offer_no_host_resource_is_refused_up_front(tmp_path, data_root):
+@pytest.mark.parametrize("resources, cpus, offered", [
+    (None, 1, '{"CPU": 1.0, "loaderexp_host": 0}'),  # a plain `ray start --head`
+    ('{"loaderexp_host": 1}', 0, '{"CPU": 0, "loaderexp_host": 1.0}'),  # the resource, but no CPU (round two, 12)
+])
+def test_a_ray_cluster_whose_nodes_offer_no_host_resource_is_refused_up_front(tmp_path, data_root, resources, cpus,
+                                                                              offered):
     pytest.importorskip("hydra_plugins.hydra_ray_launcher")
     from tests.ray_cluster import one_node_cluster
 
-    with one_node_cluster(resources=None) as ray_env:  # a plain `ray start --head`
+    with one_node_cluster(resources=resources, cpus=cpus) as ray_env:
         started = time.monotonic()
         proc = run_cli(["-m", "hydra/launcher=ray", *TINY, "loader.num_workers=0,1", "tracking=none",
                         f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path, env=ray_env, timeout=300)
-    assert proc.returncode == 2 and time.monotonic() - started < 240
-    assert 'offers {"loaderexp_host": 1}' in proc.stderr and "--resources=" in proc.stderr
+    assert proc.returncode == 2 and time.monotonic() - started < 240, proc.stderr[-2000:]
+    assert 'offers {"CPU": 1, "loaderexp_host": 1} together' in proc.stderr and "--resources=" in proc.stderr
+    assert f"the nodes offer: {offered}" in proc.stderr
 
 
 @pytest.mark.slow

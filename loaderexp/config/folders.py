@@ -14,13 +14,28 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from loaderexp.result import write_whole
+
 MARKER = ".loaderexp-job"  # a job folder's overrides, as Hydra's override_dirname writes them
 IGNORED_OVERRIDES = ("resume",)  # conf/hydra/default.yaml leaves them out of override_dirname as well
 
 
+class FolderUnwritable(SystemExit):
+    """A job's folder cannot be made (a full disk, a read-only filesystem): no job after it could be recorded
+    either, so the sweep ends here.  A SystemExit, as Hydra and OmegaConf turn any Exception raised in a
+    resolver into a traceback; the entry point ends the sweep (``loaderexp.__main__``)."""
+
+
 def job_folder(sweep_dir: str, num: int, overrides: str, resume: bool) -> str:
     """The subfolder of ``sweep_dir`` job ``num`` writes into (Hydra's ``hydra.sweep.subdir``)."""
-    root = Path(sweep_dir)
+    try:
+        return _job_folder(Path(sweep_dir), num, overrides, resume)
+    except OSError as error:
+        where = error.filename or sweep_dir
+        raise FolderUnwritable(f"job {int(num) + 1}'s folder cannot be written ({where}: {error.strerror or error})")
+
+
+def _job_folder(root: Path, num: int, overrides: str, resume: bool) -> str:
     if not resume:
         _mark(root / str(num), overrides)
         return str(num)
@@ -61,4 +76,4 @@ def _new_folder(root: Path, overrides: str) -> str:
 
 def _mark(folder: Path, overrides: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / MARKER).write_text(overrides)
+    write_whole(folder / MARKER, overrides)

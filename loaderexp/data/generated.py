@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -20,6 +21,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from loaderexp.data.locks import holder_of
+
+log = logging.getLogger("loaderexp")
 MARKER = "loaderexp-generated.json"
 
 
@@ -36,9 +40,10 @@ def build_once(folder: Path, identity: Mapping[str, Any], write: Callable[[Path]
     if _state(folder, identity) != "stale":
         return _state(folder, identity)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    lock = open_lock(folder.parent / f".{folder.name}.lock")
+    lock_path = folder.parent / f".{folder.name}.lock"
+    lock = open_lock(lock_path)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a parallel job may have built it while we waited
+        _wait_for(lock, lock_path)  # a parallel job may have built it while we waited
         state = _state(folder, identity)
         if state != "stale":
             return state
@@ -58,6 +63,17 @@ def build_once(folder: Path, identity: Mapping[str, Any], write: Callable[[Path]
         return "built"
     finally:
         os.close(lock)
+
+
+def _wait_for(lock: int, path: Path) -> None:
+    """The build lock, taken; a wait for another process's build is said once, naming the holder."""
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        holder = holder_of(os.fstat(lock).st_ino) or "another process"
+        log.warning("waiting for %s: %s is building this data set (bench.job_timeout_s bounds the wait)", path, holder)
+    fcntl.flock(lock, fcntl.LOCK_EX)
 
 
 def open_lock(path: Path) -> int:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 
 
 from loaderexp.config.schema import Config
+from loaderexp.data.locks import waits_of
 from loaderexp.execute.faults import describe_exit
 from loaderexp.execute.processes import kill_tree, process_states
 from loaderexp.result.facts import HostFacts
@@ -242,8 +243,11 @@ class WatchedJob:
             self.on_batch(watch.count, self.total)
         if now > self.deadline:
             if self.pid is None:
+                waits = waits_of([self.holder.process.pid])  # the holder builds the dataset
+                why = (f"waiting for the build lock {waits[0]}" if waits
+                       else "its constructor, or generating its files")
                 raise MeasurementError("Timeout", f"the dataset was still being built after bench.job_timeout_s="
-                                       f"{self.limit_s:g} s (its constructor, or generating its files); killed")
+                                       f"{self.limit_s:g} s ({why}); killed")
             raise MeasurementError(
                 "Timeout", f"the job passed its wall-clock limit bench.job_timeout_s={self.limit_s:g} and was killed")
         if self.profiling_since is not None:

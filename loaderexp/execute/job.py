@@ -24,6 +24,7 @@ from loaderexp.config.targets import step_knobs
 from loaderexp.data.build import build_dataset, build_sampler, build_transform, callable_at
 from loaderexp.data.lightning import borrowed, check_borrowed
 from loaderexp.execute.cold import cold_epoch
+from loaderexp.execute.worker_count import check_worker_count, idle_workers_warning
 from loaderexp.loading.base import LoadingStack
 from loaderexp.loading.registry import loading_stack
 from loaderexp.harness.cgroup import usable_memory_mb
@@ -92,14 +93,6 @@ def budget_from(bench: BenchConfig, loader: LoaderConfig, batches_per_epoch: Opt
     return BudgetSpec(mode=mode, warmup_batches=warmup, batches=bench.batches, epochs=bench.epochs,
                       seconds=bench.seconds, max_seconds=bench.max_run_seconds,
                       round_size=max(busy, 1), min_seconds=bench.min_window_s)
-
-
-def idle_workers_warning(loader: LoaderConfig, batches_per_epoch: Optional[int]) -> list[str]:
-    if not batches_per_epoch or loader.num_workers <= batches_per_epoch:
-        return []
-    return [f"loader.num_workers={loader.num_workers} for {batches_per_epoch} batches an epoch: at most "
-            f"{batches_per_epoch} workers get a batch, the others only start and stop; the warm-up and the "
-            "windows' rounds are sized to the epoch"]
 
 
 def repeat_range(bench: BenchConfig) -> tuple[int, int]:
@@ -195,12 +188,12 @@ def measure(spec: Config, on_batch: Optional[OnBatch] = None, built: Optional[Bu
     warnings += shm_preflight(dataset, iterable, loader_spec.batch_size, loader_spec.num_workers,
                               loader_spec.prefetch_factor)
     consumer, idle = consumer_for(spec, target)
-    per_epoch = length_of(loader)
+    per_epoch, available = length_of(loader), usable_memory_mb()
+    check_worker_count(loader_spec, per_epoch, available, spec.dist.nproc_per_node)  # before any worker starts
     budget, plan = budget_from(spec.bench, loader_spec, per_epoch), repeat_plan(spec.bench)
     warnings += idle_workers_warning(loader_spec, per_epoch)
     total = planned_batches(budget, plan.fewest, per_epoch)
     gpu_index = (target.index or 0) if target.type == "cuda" else None
-    available = usable_memory_mb()
     with ResourceMonitor(spec.bench.resource_interval_s, gpu_index=gpu_index, forked_from=forked_from,
                          samples_read=delivery.delivered_samples, harness_bytes=delivery.held_bytes,
                          load_root=os.getppid() if RANK_ENV in os.environ else None) as monitor:

@@ -43,13 +43,17 @@ class ProfileStore:
             return None
 
     def put(self, key: str, profile: StageProfile) -> None:
+        tmp = self.folder / f".{key}.{os.getpid()}.tmp"  # a name of its own: jobs of a launcher may write at once
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            tmp = self.folder / f".{key}.{os.getpid()}.tmp"
             tmp.write_text(json.dumps(profile.to_dict(), indent=2))
             tmp.replace(self.folder / f"{key}.json")
         except OSError as error:  # the next job profiles again; this one has its figures
             log.warning("could not keep the stage profile in %s: %s", self.folder, error)
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
 
 
 def profile_for(spec: Config, dataset: Any) -> Optional[StageProfile]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
@@ -15,21 +16,26 @@ from loaderexp.report.load import confirmation_from_mlflow, load_results, result
 from loaderexp.report.params import X_AXIS, varying_params
 from loaderexp.report.plot import plot_throughput
 from loaderexp.report.table import summary_table
-from loaderexp.result import RunResult
+from loaderexp.result import RunResult, write_whole
 
 
 def write_report(items: Sequence[tuple[Path, RunResult]], folder: Path, title: str = "",
                  confirmation: Optional[Confirmation] = None) -> tuple[str, Optional[Path]]:
     """The table (printed and saved as report.txt) and the plot (throughput.png) in ``folder``."""
     text = summary_table(items, confirmation)
+    return text, save_report(text, items, folder, title)
+
+
+def save_report(text: str, items: Sequence[tuple[Path, RunResult]], folder: Path, title: str = "") -> Optional[Path]:
+    """``text`` as report.txt and the plot in ``folder``: the plot's path (None without one); OSError as it comes."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "report.txt").write_text(text + "\n")
+    write_whole(folder / "report.txt", text + "\n")
     results = [r for _, r in as_configurations(items)[0]]
     axes = varying_params(results)
     plot = None
     if any(X_AXIS in r.params for r in results if r.finished):
         plot = plot_throughput(results, axes, folder / "throughput.png", title)
-    return text, plot
+    return plot
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -46,8 +52,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     if args.uri:
         try:
             items = results_from_mlflow(args.uri, args.sweep)
-        except LookupError as error:
-            parser.error(str(error))
+        except LookupError as error:  # a line of its own, not argparse's usage: the arguments were fine
+            print(f"loaderexp: error: {error.args[0]}", file=sys.stderr)
+            raise SystemExit(2) from None
         out = args.out or Path("outputs") / "reports" / args.sweep
         with tempfile.TemporaryDirectory() as scratch:  # the pick confirmed side by side, as the sweep logged it
             confirmation = Confirmation.read(confirmation_from_mlflow(args.uri, args.sweep, Path(scratch)))
@@ -62,11 +69,30 @@ def main(argv: Optional[list[str]] = None) -> None:
         source = str(folder)
     if not items:
         parser.error(f"sweep={args.sweep}: no runs found")
-    text, plot = write_report(items, out, confirmation=confirmation)
-    print(text)
-    print(f"\nreport: {out / 'report.txt'}" + (f", plot: {plot}" if plot else ""))
+    text = summary_table(items, confirmation)
+    print(text)  # first: a place the files cannot go costs the files, not the answer
+    failed = False
+    try:
+        plot = save_report(text, items, out)
+        print(f"\nreport: {out / 'report.txt'}" + (f", plot: {plot}" if plot else ""))
+    except OSError as error:
+        failed = args.out is not None  # the sweep's own folder read-only: the table above is what was asked for
+        print(f"loaderexp: {'error' if failed else 'note'}: report.txt and the plot were not written to {out}: "
+              f"{_why(error)}" + ("" if failed else " (--out DIR writes them elsewhere)"), file=sys.stderr)
     if args.export:
-        written = export(items, args.export, source, confirmation)
+        try:
+            written = export(items, args.export, source, confirmation)
+        except OSError as error:
+            print(f"loaderexp: error: could not export the recommendation to {args.export}: {_why(error)}",
+                  file=sys.stderr)
+            raise SystemExit(1) from None
         if not written:
             parser.error(f"sweep={args.sweep}: no finished run to recommend, nothing exported")
         print(f"exported the recommendation: {', '.join(str(p) for p in written)}")
+    if failed:
+        raise SystemExit(1)
+
+
+def _why(error: OSError) -> str:
+    """An OSError in a few words: the path it met and the system's reason."""
+    return f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error)

@@ -25,7 +25,7 @@ from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Confirmation
 from loaderexp.report.hosts import by_host_type
 from loaderexp.report.recommend import recommend
-from loaderexp.result import BACKEND, DATASET_NAME, SAMPLER_NAME, TOLERANCE, RunResult
+from loaderexp.result import BACKEND, DATASET_NAME, SAMPLER_NAME, TOLERANCE, RunResult, write_whole
 from loaderexp.result import metrics as M
 
 # DataLoader's keywords loaderexp exports: always, and those written when the run set them away from the
@@ -144,7 +144,7 @@ def export(items: Sequence[tuple[Path, RunResult]], folder: Path, source: str,
         target = folder / where if where else folder
         target.mkdir(parents=True, exist_ok=True)
         for name, text in render(recommendation).items():
-            (target / name).write_text(text)
+            write_whole(target / name, text)
             written.append(target / name)
     return written
 

@@ -62,7 +62,12 @@ def _opened(uri: str, run_id: str):
     local = Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
     if local is not None and not local.is_file():
         raise LookupError(f"--uri {uri}: no MLflow store there ({local} does not exist)")
-    client = MlflowClient(uri)
+    try:
+        client = MlflowClient(uri)
+        client.search_experiments(max_results=1)  # the store itself, apart from the run
+    except Exception as error:  # noqa: BLE001 - MLflow's, SQLAlchemy's and HTTP errors alike
+        why = next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
+        raise LookupError(f"--uri {uri}: the store cannot be read ({type(error).__name__}: {why[:300]})") from None
     try:
         return client, client.get_run(run_id)
     except MlflowException as error:

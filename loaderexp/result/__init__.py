@@ -102,11 +102,7 @@ class RunResult:
 
     def write(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / RESULT_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(self.to_json())
-        tmp.replace(path)  # a reader never sees half a file
-        return path
+        return write_whole(folder / RESULT_FILE, self.to_json())
 
     @classmethod
     def read(cls, path: Path) -> "RunResult":
@@ -123,6 +119,22 @@ class RunResult:
     @property
     def ranks(self) -> int:
         return self.params.get(RANKS) or 1
+
+
+def write_whole(path: Path, text: str) -> Path:
+    """``text`` into ``path`` whole or not at all: written beside it and renamed over it (a reader never sees half
+    a file); on a failed write (a full disk) nothing is left behind and the OSError goes on."""
+    tmp = path.with_suffix(".tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise
+    return path
 
 
 def param_text(value: Any) -> str:
@@ -160,5 +172,5 @@ def redact_uri(uri: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query, safe="*"))) if parts.query else urlunsplit(parts)
 
 
-__all__ = ["RESULT_FILE", "TOLERANCE", "Bound", "HostFacts", "RunFacts", "RunResult", "Status", "cpu_model", "machine_facts", "param_text", "redact_uri", "uri_secrets",
+__all__ = ["RESULT_FILE", "TOLERANCE", "Bound", "HostFacts", "RunFacts", "RunResult", "Status", "cpu_model", "machine_facts", "param_text", "redact_uri", "uri_secrets", "write_whole",
            "usable_cpus"]

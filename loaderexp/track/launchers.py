@@ -1,9 +1,9 @@
 """What a launcher needs before a sweep's first job: checked, so a sweep never waits for ever.
 
 ``hydra/launcher=ray`` asks each job for one ``loaderexp_host`` resource (one per node, so no two
-measurements share a node).  On a cluster whose nodes were started without it, Ray queues the jobs
-for good, its autoscaler printing "No available node types can fulfill resource request" every
-35 s.  The cluster is joined here, as the launcher would join it, and the sweep stops with one line
+measurements share a node) and one CPU.  On a cluster where no node offers both (started without the
+resource, or with ``--num-cpus=0``), Ray queues the jobs for good, its autoscaler printing "No available
+node types can fulfill resource request" every 35 s.  The cluster is joined here, as the launcher would join it, and the sweep stops with one line
 saying how to start the nodes when no node offers what a job asks for.
 """
 
@@ -26,20 +26,24 @@ def check_ray_resources(config: DictConfig) -> None:
 
     init = OmegaConf.to_container(config.hydra.launcher.ray.init, resolve=True) or {}
     remote = OmegaConf.to_container(config.hydra.launcher.ray.remote, resolve=True) or {}
-    wanted: dict[str, Any] = dict(remote.get("resources") or {})
-    if not wanted:
+    custom: dict[str, Any] = dict(remote.get("resources") or {})
+    if not custom:
         return
+    # What one job asks of one node, all together: Ray's default of one CPU a task, a GPU if asked, and ours.
+    wanted = {"CPU": remote.get("num_cpus", 1), **({"GPU": remote["num_gpus"]} if remote.get("num_gpus") else {}),
+              **custom}
+    wanted = {key: amount for key, amount in wanted.items() if amount}
     if not ray.is_initialized():  # the launcher's own start_ray then finds it joined
         ray.init(**init)
     offered = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
-    missing = {key: amount for key, amount in wanted.items()
-               if not any(node.get(key, 0) >= amount for node in offered)}
-    if not missing:
+    if any(all(node.get(key, 0) >= amount for key, amount in wanted.items()) for node in offered):
         return
     ray.shutdown()
-    asked = json.dumps(missing)
+    nodes = "; ".join(json.dumps({key: node.get(key, 0) for key in wanted}) for node in offered) or "none alive"
+    host = json.dumps(custom)
     print(f"loaderexp: error: hydra/launcher=ray: no node of the Ray cluster at {init.get('address', 'auto')} offers "
-          f"{asked} (hydra.launcher.ray.remote.resources), so no job could ever start; start every node with "
-          f"`ray start ... --resources='{asked}'` (one per node: one measurement per node), or ask for other "
-          "resources with hydra.launcher.ray.remote.resources; the sweep did not start", file=sys.stderr)
+          f"{json.dumps(wanted)} together, what each job asks for (hydra.launcher.ray.remote), so no job could ever "
+          f"start (the nodes offer: {nodes}); start every node with `ray start ... --num-cpus=N "
+          f"--resources='{host}'` (one {', '.join(custom)} per node: one measurement per node), or ask for other "
+          "resources with hydra.launcher.ray.remote; the sweep did not start", file=sys.stderr)
     raise SystemExit(2)

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from loaderexp.config import ConfigError, check_tracking, composed_spec
 from loaderexp.config.schema import TrackingConfig
-from loaderexp.result import Status
+from loaderexp.result import RESULT_FILE, RunResult, Status
 from loaderexp.execute.predict import SWEEP_RECORD  # the jobs read it back: execute owns its name
 from loaderexp.track.launchers import check_launcher
 from loaderexp.track.stores import refuse_credentials_in_uri
@@ -110,18 +110,23 @@ class SweepCallback(Callback):
         if tracking.backend.value != "mlflow":
             _write_record(tracking)
             return
-        from loaderexp.track.stores import TrackingUnavailable, check_reachable
-        from loaderexp.track.tracker import MlflowTracker
+        from loaderexp.track.stores import TrackingUnavailable
+        from loaderexp.track.tracker import open_tracker
 
         try:
-            check_reachable(tracking.uri)
+            STATE.tracker = open_tracker(tracking.uri, tracking.experiment)
         except TrackingUnavailable as error:
             print(f"loaderexp: error: {error}; the sweep did not start", file=sys.stderr)
             raise SystemExit(2) from error
-        STATE.tracker = MlflowTracker(tracking.uri, tracking.experiment)
         STATE.parent_run_id = _open_parent(spec, config, grid_text)
         _write_record(tracking)
         log.info("MLflow: experiment %r, parent run %s", tracking.experiment, STATE.parent_run_id)
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        """A result its job could not write (a full disk) still counts in the sweep's summary: MLflow has it."""
+        result, folder = getattr(job_return, "return_value", None), Path(config.hydra.runtime.output_dir)
+        if isinstance(result, RunResult) and result.info.not_written and not (folder / RESULT_FILE).is_file():
+            STATE.unwritten.append((folder, result))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if not finish_sweep(STATE, Status.FINISHED):

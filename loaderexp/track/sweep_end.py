@@ -8,12 +8,12 @@ import logging
 import shlex
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from loaderexp.result import metrics as M
-from loaderexp.result import Status
+from loaderexp.result import Status, write_whole
 
 log = logging.getLogger("loaderexp")
 
@@ -35,6 +35,7 @@ class SweepState:
     confirm_s: float = 0.0  # bench.confirm_s: the pick against its rivals side by side at the end
     jobs: Optional[list] = None  # each job's overrides, a grid's (bench.predict plans over them)
     folder_lock: Optional[int] = None  # held while the sweep writes its folder (track.sweep_folder)
+    unwritten: list = field(default_factory=list)  # (folder, result) of jobs whose result.json could not be written
 
 
 def finish_sweep(state: SweepState, status: Status, interrupted: str = "") -> bool:
@@ -46,6 +47,7 @@ def finish_sweep(state: SweepState, status: Status, interrupted: str = "") -> bo
     from loaderexp.report import load_results, write_report
 
     items = load_results(state.sweep_dir)
+    items += [item for item in state.unwritten if item[0] not in {folder for folder, _ in items}]  # MLflow has them
     measured = any(r.status in (Status.FINISHED, Status.PREDICTED) for _, r in items)
     status = Status.FAILED if status is Status.FINISHED and not measured else status
     confirmation = _confirmed(state, items) if status is Status.FINISHED else None
@@ -65,7 +67,7 @@ def finish_sweep(state: SweepState, status: Status, interrupted: str = "") -> bo
     summary = _summary(state, text, items, elapsed, exported)
     print(f"\n{summary}", file=sys.stdout, flush=True)
     try:
-        (state.sweep_dir / "summary.txt").write_text(summary + "\n")
+        write_whole(state.sweep_dir / "summary.txt", summary + "\n")
         artifacts.insert(0, state.sweep_dir / "summary.txt")
     except OSError as error:
         log.error("could not write %s: %s", state.sweep_dir / "summary.txt", error)
@@ -101,7 +103,7 @@ def _confirmed(state: SweepState, items: list) -> Any:
         return None
     if confirmation is not None:
         try:
-            (state.sweep_dir / CONFIRMATION_FILE).write_text(json.dumps(confirmation.to_dict(), indent=2, default=str))
+            write_whole(state.sweep_dir / CONFIRMATION_FILE, json.dumps(confirmation.to_dict(), indent=2, default=str))
         except OSError as error:
             log.error("could not write %s: %s", CONFIRMATION_FILE, error)
     return confirmation
@@ -113,6 +115,10 @@ def _summary(state: SweepState, text: str, items: list, elapsed: float, exported
 
     counted = f"{len(items)} trials (at most {state.total})" if state.search else f"{len(items)} of {state.total} jobs"
     lines = [text, f"{counted} recorded in {elapsed:.1f} s; results in {state.sweep_dir}"]
+    if state.unwritten:
+        held = ", ".join(f"{folder.name} (MLflow run {r.run_id})" if r.logged else folder.name
+                         for folder, r in state.unwritten)
+        lines.append(f"{len(state.unwritten)} of them could not be written to the sweep folder: {held}")
     if exported:
         lines.append(f"the recommendation for your training: {state.sweep_dir / EXPORT_DIR}/ "
                      f"({', '.join(sorted({p.name for p in exported}))})")

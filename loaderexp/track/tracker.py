@@ -18,11 +18,11 @@ import subprocess
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from loaderexp.config import RESOLVED_CONFIG
+from loaderexp.config import RESOLVED_CONFIG, Config, check_tracking
 from loaderexp.result import (DATA_ROOT, DATASET_NAME, DATASET_ROOT, DATASET_TARGET, NUM_WORKERS, RESULT_FILE, STOP_BELOW,
-                              HostFacts, RunFacts, RunResult, Status, param_text)
+                              HostFacts, RunFacts, RunResult, Status, param_text, redact_uri)
 from loaderexp.result import metrics as M
-from loaderexp.track.stores import client
+from loaderexp.track.stores import TrackingUnavailable, check_reachable, client
 from loaderexp.track.versions import DIFF_FILE
 
 PARAM_VALUE_LIMIT = 6000
@@ -38,6 +38,26 @@ def git_commit(folder: str) -> Optional[str]:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
+
+
+def check_store(spec: Config) -> None:
+    """Before a single run measures: its experiment's name, and its store reached and opened (ConfigError or
+    TrackingUnavailable, one line each)."""
+    check_tracking(spec)
+    if spec.tracking.backend.value == "mlflow":
+        open_tracker(spec.tracking.uri, spec.tracking.experiment)
+
+
+def open_tracker(uri: str, experiment: str) -> "MlflowTracker":
+    """The store reached and opened, its experiment found or made: what a run or a sweep checks before anything
+    is measured.  TrackingUnavailable in one line (MLflow's own first line of why) when it cannot be."""
+    check_reachable(uri)
+    try:
+        return MlflowTracker(uri, experiment)
+    except Exception as error:  # noqa: BLE001 - SQLAlchemy's, MLflow's and HTTP errors alike
+        why = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+        raise TrackingUnavailable(f"tracking.uri={redact_uri(uri)}: the store cannot be used "
+                                  f"({type(error).__name__}: {why[:300]})") from None
 
 
 class MlflowTracker:
