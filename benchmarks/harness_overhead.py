@@ -348,7 +348,7 @@ def cost_plan(workers: int, quick: bool) -> tuple[int, int, int]:
     batch agree within a process, and processes differ by their memory layout: many short
     processes.  With workers, longer loops (they cross epochs, paying each epoch's start-up)."""
     if quick:
-        return 2, 2, 3_200
+        return 1, 2, 1_600
     return (16, 5, 19_200) if workers == 0 else (6, 10, 64_000)
 
 

@@ -206,7 +206,7 @@ def test_a_data_root_lock_held_elsewhere_is_named_with_its_holder(tmp_path):
     fd = os.open(lock, os.O_RDONLY | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)  # as another job building the same data set would
     try:
-        proc = run_cli(["dataset=cifar10", "bench=quick", "bench.job_timeout_s=10", "tracking=none",
+        proc = run_cli(["dataset=cifar10", "bench=quick", "bench.job_timeout_s=6", "tracking=none",
                         f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, timeout=120,
                        env={"LOADEREXP_DATA_ROOT": str(root)})
     finally:
