@@ -186,6 +186,8 @@ def _measure_into(result: RunResult, spec: Config, job: JobContext) -> None:
     ceiling_metrics, ceiling_info = ceiling_figures(result)
     result.metrics.update(ceiling_metrics)
     result.info.update(ceiling_info)
+    if ceiling_info.model_failure:
+        log.warning("%s: the ceiling model is off: %s", job.label, ceiling_info.model_failure)
     _write_batches(job.output_dir, named.batches_csv, result, job.label)
 
 

@@ -58,10 +58,27 @@ def test_what_ifs_lift_the_cpu_ceiling_by_the_stage_left_out():
     assert "twice" in changes and changes["twice"].ceiling_after == pytest.approx(2 * model.ceiling().rate)
 
 
-def test_the_cores_efficiency_measured_with_all_workers_scales_the_cpu_limit():
-    alone = CeilingModel(profile(), Machine(cores=4, batch_size=10)).ceiling().rate
-    measured = CeilingModel(profile(all_cores_rate=0.8 * alone), Machine(cores=4, batch_size=10))
-    assert measured.ceiling().rate == pytest.approx(0.8 * alone) and "x 0.80" in measured.ceiling().how
+def test_the_cores_efficiency_scales_the_predictions_and_the_ceiling_stays_a_bound():
+    """What the cores did together (the all-cores loop) is what the curve predicts; the ceiling is a range from
+    that up to the costs' bound, never a short loop's one figure."""
+    plain = CeilingModel(profile(), Machine(cores=4, batch_size=10))
+    alone = plain.ceiling().rate
+    measured = CeilingModel(profile(all_cores_rate=0.8 * alone, worker_cpu_spread=0.01), Machine(cores=4, batch_size=10))
+    assert measured.ceiling().rate == pytest.approx(alone)  # the bound: the costs, not the loop
+    assert measured.predict(16) == pytest.approx(0.8 * plain.predict(16))  # the curve: what the cores really did
+    bound = measured.ceiling_range()
+    assert bound.low == pytest.approx(0.8 * alone) and bound.high == pytest.approx(1.05 * alone) and not bound.failed
+    assert "the profile's loop with 4 workers" in bound.seen
+    beaten = measured.ceiling_range({"num_workers=8": 1.2 * alone})  # a run faster than the costs allow
+    assert beaten.failed and beaten.low == beaten.high == pytest.approx(1.2 * alone)  # never below what was seen
+
+
+def test_without_workers_one_process_can_be_the_ceiling():
+    """Cheap samples: passing a batch between processes costs more than making it, and one process is fastest."""
+    cheap = CeilingModel(profile(single_cpu_s=0.00001, single_wall_s=0.00001, main_cpu_s_per_batch=0.01),
+                         Machine(cores=4, batch_size=10))
+    assert cheap.ceiling().name == "one process" and cheap.ceiling().rate == pytest.approx(100_000)
+    assert cheap.ceiling_range({"num_workers=0": 90_000}).high >= 100_000
 
 
 def test_a_grid_is_cut_short_only_where_the_measurements_agree_with_the_model():

@@ -15,6 +15,7 @@ from typing import Any, Optional
 from loaderexp.config.schema import Config
 from loaderexp.harness.stages import StageProfile
 from loaderexp.result.facts import HostFacts
+from loaderexp.result.host import usable_cpus
 
 log = logging.getLogger("loaderexp")
 FOLDER = "profiles"
@@ -97,8 +98,8 @@ def _profile(spec: Config, dataset: Any) -> Optional[StageProfile]:
     from loaderexp.data.build import collate_for
     from loaderexp.harness.profile import profile_stages
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return profile_stages(dataset, spec.loader.batch_size, collate_for(spec.loader, dataset), cores,
+    # The usable cores: a CPU quota's share (inside `--cpus=1` a 2-core machine is a 1-core one), not the affinity's.
+    return profile_stages(dataset, spec.loader.batch_size, collate_for(spec.loader, dataset), usable_cpus(),
                           spec.bench.profile_s, spec.bench.seed)
 
 

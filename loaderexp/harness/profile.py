@@ -4,7 +4,7 @@ windows (which stay as they are, uninstrumented).
 A sample is split where its dataset lets it be split: an ImageFolder's file read and JPEG decode apart, a
 dataset with a ``transform`` attribute into its fetch (the transform set aside) and each operation of the
 transform (each element of a ``Compose``, v1 or v2, by its class name); any other dataset's ``__getitem__``
-is one stage, and the split says so.  Then collate, per batch.  Beside the stages, the loops that are not
+is one stage, and the split says so.  Each sample goes through its stages in turn, as in a worker.  Then collate, per batch.  Beside the stages, the loops that are not
 split (:mod:`.profile_loops`): a ``DataLoader(num_workers=0)`` over other samples (what the stages must add
 up to); one worker feeding the main process, for a worker's own cost per sample (its stages, collating into
 shared memory, sending) and the main process's CPU to receive a batch (shared-memory handles, rebuilding the
@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import io
 import random
+import statistics
 import sys
 import time
 from typing import Any, Callable, Optional
@@ -25,7 +26,9 @@ from typing import Any, Callable, Optional
 import torch
 from torch.utils.data import Dataset, IterableDataset
 
-from loaderexp.harness.profile_loops import Clock, single_process, workers_loop
+from loaderexp.harness.profile_lighter import lighter_pipelines
+from loaderexp.harness.profile_loops import (Clock, WorkerFigures, all_cores_rates, clock_overhead, single_process,
+                                            worker_figures)
 from loaderexp.harness.stages import Stage, StageProfile
 
 MIN_SAMPLES = 3
@@ -105,28 +108,30 @@ def _apply(op: Callable, sample: Any) -> Any:
 
 
 def _stage_pass(split: Split, indices: list[int], budget_s: float, keep: int) -> tuple[dict[str, Clock], list[Any], int]:
-    """Each stage timed over chunks of samples (one clock reading per stage and chunk, so the clock's own
-    cost stays out of a cheap stage's figure); the first ``keep`` samples made are kept for collate."""
+    """Each sample through its stages in turn, as a worker makes it (each stage's input still warm in the
+    cache: chunks of samples stage by stage read their input from memory, +25-80% for a cheap op), each
+    stage timed on its own, the clocks' own cost (calibrated here) taken off; the first ``keep`` samples made
+    are kept for collate."""
     clocks = {name: Clock() for name, _ in split.fetch + split.ops}
+    overhead = clock_overhead()
     made: list[Any] = []
-    done, chunk = 0, 1
-    started = time.perf_counter()
-    while done < len(indices):
-        values: list[Any] = indices[done: done + chunk]
+    done, started = 0, time.perf_counter()
+    for index in indices:
+        value: Any = index
         for name, fn in split.fetch:
             with clocks[name]:
-                values = [fn(v) for v in values]
-        values = [split.finish(v, i) for v, i in zip(values, indices[done: done + chunk])]
+                value = fn(value)
+        value = split.finish(value, index)
         for name, op in split.ops:
             with clocks[name]:
-                values = [_apply(op, v) for v in values]
-        made += values[: max(keep - len(made), 0)]
-        done += len(values)
-        spent = time.perf_counter() - started
-        if done >= MIN_SAMPLES and spent > budget_s:
+                value = _apply(op, value)
+        if len(made) < keep:
+            made.append(value)
+        done += 1
+        if done >= MIN_SAMPLES and time.perf_counter() - started > budget_s:
             break
-        # Chunks of about a tenth of the budget: the clock is read rarely, and the budget still holds.
-        chunk = max(1, min(256, int(0.1 * budget_s * done / max(spent, 1e-9))))
+    for clock in clocks.values():
+        clock.cpu, clock.wall = max(clock.cpu - done * overhead.cpu, 0.0), max(clock.wall - done * overhead.wall, 0.0)
     return clocks, made, done
 
 
@@ -165,41 +170,6 @@ def _pin_cost(batch: Any) -> Optional[float]:
     return (time.perf_counter() - started) / 3
 
 
-def timed_batch(batch_size: Optional[int], per_sample_s: float, budget_s: float, batches: int = 4) -> Optional[int]:
-    """A batch a worker loop can time ``batches`` of within the budget: the run's own, or a smaller one."""
-    if batch_size is None:
-        return None
-    return max(1, min(batch_size, int(budget_s / (batches * max(per_sample_s, 1e-9)))))
-
-
-def _worker_figures(dataset: Any, checked: list[int], stages: list[Stage], batch_size: Optional[int],
-                    collate_fn: Optional[Callable], budget_s: float) -> tuple[float, float, float, str]:
-    """(worker CPU per sample, worker wall per sample, main CPU per batch, how): one worker over the dataset,
-    in batches small enough for a few to fit the budget."""
-    per_sample = sum(s.wall_s for s in stages)
-    batch = timed_batch(batch_size, per_sample, budget_s)
-    loop = workers_loop(dataset, checked, batch, collate_fn, 1, budget_s)
-    if loop is None:
-        return (sum(s.cpu_s for s in stages), per_sample, 0.0, "the stages alone (no batch came from a worker)")
-    basis = f"one worker over the dataset, {loop.batches} batches"
-    if batch != batch_size:
-        basis += (f" of {batch} samples (a batch of {batch_size} takes too long to time within the budget: the "
-                  "main process's cost per batch is taken at that size)")
-    return loop.worker_cpu_s / (batch or 1), loop.wall_s / (batch or 1), loop.main_cpu_s, basis
-
-
-def _all_cores(dataset: Any, checked: list[int], batch_size: Optional[int], collate_fn: Optional[Callable],
-               cores: int, worker_wall_s: float, budget_s: float) -> Optional[float]:
-    """Samples/s with one worker per usable core, when a few rounds of them fit the budget: what the cores
-    really do together (a shared host, hyperthreads, the main process waiting for a core), which the stage
-    costs alone cannot tell."""
-    batch = timed_batch(batch_size, worker_wall_s, budget_s, batches=4)
-    if cores < 2 or len(checked) < 4 * cores * (batch or 1):
-        return None
-    loop = workers_loop(dataset, checked, batch, collate_fn, cores, budget_s)
-    return (batch or 1) / loop.wall_s if loop is not None and loop.wall_s > 0 else None
-
-
 class _Indices(Dataset):
     """Each sample its own index: a loop over it costs only the DataLoader's own work per sample."""
 
@@ -230,10 +200,11 @@ def _loop_stage(indices: list[int], batch_size: Optional[int], budget_s: float) 
     return Stage("DataLoader loop", "loop", clock.cpu / max(samples, 1), clock.wall / max(samples, 1))
 
 
-def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional[Callable], cores: int,
+def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional[Callable], cores: float,
                    budget_s: float, seed: int = 0) -> Optional[StageProfile]:
     """Time each stage of ``dataset``'s samples, and the loops around them, within about ``budget_s``; None
-    for an iterable dataset (its samples cannot be fetched one by one)."""
+    for an iterable dataset (its samples cannot be fetched one by one).  ``cores``: the usable cores (a
+    CPU quota's share counts, not the affinity's)."""
     if isinstance(dataset, IterableDataset) or budget_s <= 0:
         return None
     from torch.utils.data import default_collate
@@ -246,7 +217,7 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
         random.Random(seed).shuffle(order)
         staged, checked = order[:MAX_SAMPLES], order[MAX_SAMPLES:] or order
         split = Split(dataset)
-        clocks, made, timed = _stage_pass(split, staged, 0.3 * budget_s, keep=max(batch_size or 1, MIN_SAMPLES))
+        clocks, made, timed = _stage_pass(split, staged, 0.2 * budget_s, keep=max(batch_size or 1, MIN_SAMPLES))
         collated, batch, collated_samples = _collate_pass(made, batch_size, collate_fn or default_collate)
         stages = [Stage(name, "fetch" if (name, fn) in split.fetch else "transform", c.cpu / timed, c.wall / timed)
                   for (name, fn), c in zip(split.fetch + split.ops, clocks.values())]
@@ -259,11 +230,14 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
         # it runs, on the process's own threads (CPU there also counts the threads' spinning).
         single_cpu = single_process(dataset, checked, batch_size, collate_fn, per_sample, 0.1 * budget_s)[0]
         torch.set_num_threads(states[2])
-        single_wall = single_process(dataset, checked, batch_size, collate_fn, per_sample, 0.1 * budget_s)[1]
+        _, single_wall, single_spread = single_process(dataset, checked, batch_size, collate_fn, per_sample,
+                                                       0.1 * budget_s)
         torch.set_num_threads(1)
-        worker_cpu, worker_wall, receive, basis = _worker_figures(dataset, checked, stages, batch_size, collate_fn,
-                                                                  0.3 * budget_s)
-        all_cores = _all_cores(dataset, checked, batch_size, collate_fn, cores, worker_wall, 0.2 * budget_s)
+        worker = worker_figures(dataset, checked, per_sample, batch_size, collate_fn, 0.2 * budget_s) or \
+            WorkerFigures(sum(s.cpu_s for s in stages), per_sample, 0.0, "the stages alone (no batch came from a "
+                          "worker)", 0.0)
+        rates = all_cores_rates(dataset, checked, batch_size, collate_fn, cores, worker.wall_s, 0.2 * budget_s)
+        lighter = lighter_pipelines(dataset, stages, checked, batch_size, collate_fn, cores, 0.2 * budget_s)
         pin = _pin_cost(batch)
     finally:
         random.setstate(states[0])
@@ -271,6 +245,9 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
         torch.set_num_threads(states[2])
     return StageProfile(split=split.text, stages=stages, samples=timed, batch_size=batch_size or 1,
                         sample_bytes=_tensor_bytes(batch) / max(min(batch_size or 1, len(made)), 1),
-                        single_cpu_s=single_cpu, single_wall_s=single_wall, worker_cpu_s=worker_cpu,
-                        worker_wall_s=worker_wall, main_cpu_s_per_batch=receive, worker_basis=basis,
-                        all_cores_rate=all_cores, pin_s_per_batch=pin, cores=cores, seconds=time.perf_counter() - started)
+                        single_cpu_s=single_cpu, single_wall_s=single_wall, worker_cpu_s=worker.cpu_s,
+                        worker_wall_s=worker.wall_s, main_cpu_s_per_batch=worker.main_cpu_s_per_batch,
+                        worker_basis=worker.basis, all_cores_rate=statistics.median(rates) if rates else None,
+                        pin_s_per_batch=pin, cores=cores, seconds=time.perf_counter() - started,
+                        all_cores_rates=rates, worker_cpu_spread=worker.spread, single_spread=single_spread,
+                        lighter=lighter)

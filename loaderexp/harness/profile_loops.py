@@ -1,13 +1,16 @@
 """The profiling pass's loops that are not split into stages: one process alone, one worker feeding the main
 process, and as many workers as there are usable cores (:mod:`.profile` runs them).
 
-CPU time of another process is read from /proc/<pid>/schedstat (nanoseconds), psutil's clock ticks
-(10 ms) where there is none.
+CPU time of another process is the sum of its threads' /proc/<pid>/task/<tid>/schedstat (nanoseconds),
+psutil's clock ticks (10 ms) where there is none.
 """
 
 from __future__ import annotations
 
+import math
 import multiprocessing
+import os
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -32,10 +35,24 @@ class Clock:
         self.wall += time.perf_counter() - self._wall
 
 
+def clock_overhead(uses: int = 2000) -> Clock:
+    """What one use of a :class:`Clock` adds to its own figures (its readings' cost), per use."""
+    clock = Clock()
+    for _ in range(uses):
+        with clock:
+            pass
+    clock.cpu, clock.wall = clock.cpu / uses, clock.wall / uses
+    return clock
+
+
 def cpu_seconds(pid: int) -> float:
+    """Every thread's CPU (a DataLoader worker runs three: its main thread missed 17% of a tensor pipeline's)."""
     try:
-        with open(f"/proc/{pid}/schedstat") as f:
-            return int(f.read().split()[0]) / 1e9
+        total = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
     except (OSError, ValueError, IndexError):
         import psutil
 
@@ -61,21 +78,32 @@ def _fork() -> Optional[str]:
 class WorkerLoop:
     """Workers feeding the main process, in steady state (their start left out), per batch."""
 
-    main_cpu_s: float  # the main process's CPU to receive a batch
-    worker_cpu_s: float  # the workers' CPU to make and send it
-    wall_s: float  # between two batches arriving
+    main_cpu_s: float  # the main process's CPU to receive a batch (the median batch's)
+    worker_cpu_s: float  # the workers' CPU to make and send it (every thread of theirs)
+    wall_s: float  # between two batches arriving (with one worker the median gap: a stray late wake-up is not it)
     batches: int
+    worker_cpu_halves: tuple[float, float] = (0.0, 0.0)  # worker_cpu_s over each half: how steady it is
+    segment_rates: tuple[float, ...] = ()  # batches/s over each third of the loop: how steady the rate is
+
+    @property
+    def cpu_spread(self) -> float:
+        """How far the two halves' CPU per batch are apart, relative to their mean."""
+        a, b = self.worker_cpu_halves
+        return abs(a - b) / ((a + b) / 2) if a + b > 0 else 0.0
 
 
 def workers_loop(dataset: Any, sampler: Any, batch_size: Optional[int], collate: Optional[Callable],
                  workers: int, budget_s: float) -> Optional[WorkerLoop]:
     """A DataLoader with ``workers`` workers, timed from the round after their first batches (their start)
     to short of the epoch's end (where they exit, and their CPU time with them).  With one worker the
-    main process, faster than its worker, waits for every batch: the clock between two is the worker's
+    main process, faster than its worker, waits for every batch: the gap between two is the worker's
     time for one."""
     loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collate, num_workers=workers,
                         multiprocessing_context=_fork())
-    main, counted, worker_start, clock_start = 0.0, 0, 0.0, 0.0
+    mains: list[float] = []
+    arrivals: list[float] = []
+    cpu_marks: list[float] = []
+    middle = 0
     deadline = time.perf_counter() + budget_s
     batches = min(WORKER_BATCHES + workers, len(loader) - 1)
     iterator = iter(loader)
@@ -84,35 +112,118 @@ def workers_loop(dataset: Any, sampler: Any, batch_size: Optional[int], collate:
             before = time.thread_time()
             if next(iterator, None) is None:
                 break
+            now = time.perf_counter()
             if seen < workers:  # each worker's first batch carries its start
                 if seen == workers - 1:
-                    worker_start, clock_start = _workers_cpu(iterator), time.perf_counter()
+                    cpu_marks.append(_workers_cpu(iterator))
+                    arrivals.append(now)
                 continue
-            main += time.thread_time() - before
-            counted += 1
-            if counted >= 3 * workers and time.perf_counter() > deadline:
+            mains.append(time.thread_time() - before)
+            arrivals.append(now)
+            if len(mains) >= 3 * workers and now > deadline:
                 break
-        worker, wall = _workers_cpu(iterator) - worker_start, time.perf_counter() - clock_start
+            if len(cpu_marks) == 1 and now > deadline - budget_s / 2:  # the middle of the budget
+                cpu_marks.append(_workers_cpu(iterator))
+                middle = len(mains)
+        cpu_marks.append(_workers_cpu(iterator))
     finally:
         del iterator
-    return WorkerLoop(main / counted, worker / counted, wall / counted, counted) if counted else None
+    counted = len(mains)
+    if not counted or len(arrivals) < 2:
+        return None
+    worker = (cpu_marks[-1] - cpu_marks[0]) / counted
+    halves = (worker, worker)
+    if len(cpu_marks) == 3 and 0 < middle < counted:
+        halves = ((cpu_marks[1] - cpu_marks[0]) / middle, (cpu_marks[2] - cpu_marks[1]) / (counted - middle))
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    wall = statistics.median(gaps) if workers == 1 else (arrivals[-1] - arrivals[0]) / counted
+    return WorkerLoop(statistics.median(mains), worker, wall, counted, halves, _segment_rates(arrivals, 3))
+
+
+def _segment_rates(arrivals: list[float], parts: int) -> tuple[float, ...]:
+    """Batches/s over each of ``parts`` consecutive stretches of the arrivals (whole stretches only)."""
+    per = (len(arrivals) - 1) // parts
+    if per < 1:
+        return ()
+    return tuple(per / (arrivals[(i + 1) * per] - arrivals[i * per]) for i in range(parts)
+                 if arrivals[(i + 1) * per] > arrivals[i * per])
 
 
 def single_process(dataset: Any, indices: list[int], batch_size: Optional[int], collate: Optional[Callable],
-                   per_sample_s: float, budget_s: float) -> tuple[float, float]:
-    """CPU and wall per sample of a DataLoader(num_workers=0) loop, its batch small enough for the budget."""
+                   per_sample_s: float, budget_s: float) -> tuple[float, float, float]:
+    """CPU and wall per sample of a DataLoader(num_workers=0) loop, its batch small enough for the budget: the
+    median batch's (a sleep that wakes late, or the host's other work, lands in a few batches, not in all);
+    and how far its batches' walls spread (IQR / median)."""
     if batch_size is not None:
-        batch_size = max(1, min(batch_size, int(budget_s / max(per_sample_s, 1e-9)), len(indices)))
+        batch_size = max(1, min(batch_size, int(budget_s / max(per_sample_s, 1e-9)) // 4, len(indices)))
     loader = DataLoader(dataset, batch_size=batch_size, sampler=indices, collate_fn=collate, num_workers=0)
-    clock, samples = Clock(), 0
+    cpus: list[float] = []
+    walls: list[float] = []
     deadline = time.perf_counter() + budget_s
     iterator = iter(loader)
     while True:
+        clock = Clock()
         with clock:
             batch = next(iterator, None)
         if batch is None:
             break
-        samples += batch_size or 1
-        if time.perf_counter() > deadline:
+        cpus.append(clock.cpu)
+        walls.append(clock.wall)
+        if len(cpus) >= 3 and time.perf_counter() > deadline:
             break
-    return clock.cpu / max(samples, 1), clock.wall / max(samples, 1)
+    if not cpus:
+        return 0.0, 0.0, 0.0
+    size, middle = batch_size or 1, statistics.median(walls)
+    spread = 0.0
+    if len(walls) >= 4 and middle > 0:
+        quartiles = statistics.quantiles(walls, n=4)
+        spread = (quartiles[2] - quartiles[0]) / middle
+    return statistics.median(cpus) / size, middle / size, spread
+
+
+def timed_batch(batch_size: Optional[int], per_sample_s: float, budget_s: float, batches: int = 4) -> Optional[int]:
+    """A batch a worker loop can time ``batches`` of within the budget: the run's own, or a smaller one."""
+    if batch_size is None:
+        return None
+    return max(1, min(batch_size, int(budget_s / (batches * max(per_sample_s, 1e-9)))))
+
+
+@dataclass
+class WorkerFigures:
+    """One worker over the dataset, per sample: what the model's worker costs are."""
+
+    cpu_s: float
+    wall_s: float
+    main_cpu_s_per_batch: float
+    basis: str  # how they were had, said in the report
+    spread: float  # its two halves' CPU apart (relative)
+
+
+def worker_figures(dataset: Any, indices: list[int], per_sample_s: float, batch_size: Optional[int],
+                   collate: Optional[Callable], budget_s: float) -> Optional[WorkerFigures]:
+    """One worker over the dataset, in batches small enough for a few to fit the budget; None when no batch came."""
+    batch = timed_batch(batch_size, per_sample_s, budget_s)
+    loop = workers_loop(dataset, indices, batch, collate, 1, budget_s)
+    if loop is None:
+        return None
+    basis = f"one worker over the dataset, {loop.batches} batches"
+    if batch != batch_size:
+        basis += (f" of {batch} samples (a batch of {batch_size} takes too long to time within the budget: the "
+                  "main process's cost per batch is taken at that size)")
+    size = batch or 1
+    return WorkerFigures(loop.worker_cpu_s / size, loop.wall_s / size, loop.main_cpu_s, basis, loop.cpu_spread)
+
+
+def all_cores_rates(dataset: Any, indices: list[int], batch_size: Optional[int], collate: Optional[Callable],
+                    cores: float, worker_wall_s: float, budget_s: float) -> list[float]:
+    """Samples/s over each third of a loop with one worker per usable core, when a few rounds of them fit the
+    budget: what the cores really do together (a shared host, hyperthreads, the main process waiting for a
+    core), which the stage costs alone cannot tell; the thirds say how steady it was."""
+    workers = max(1, math.ceil(cores - 1e-9))
+    batch = timed_batch(batch_size, worker_wall_s, budget_s, batches=4)
+    if workers < 2 or len(indices) < 4 * workers * (batch or 1):
+        return []
+    loop = workers_loop(dataset, indices, batch, collate, workers, budget_s)
+    if loop is None:
+        return []
+    return [rate * (batch or 1) for rate in loop.segment_rates] or ([(batch or 1) / loop.wall_s] if loop.wall_s else [])

@@ -22,6 +22,20 @@ class Stage:
 
 
 @dataclass
+class Lighter:
+    """The pipeline with one transform operation left out, measured in loops of its own (not the stage's cost
+    subtracted): what the "operation removed" what-if rests on."""
+
+    stage: str  # the operation left out
+    single_wall_s: float  # per sample, a DataLoader(num_workers=0) loop without it
+    worker_cpu_s: float  # per sample in one worker without it (every thread)
+    worker_wall_s: float
+    main_cpu_s_per_batch: float
+    all_cores_rate: Optional[float] = None  # samples/s with one worker per usable core without it
+    spread: float = 0.0  # how far its loop's own halves or thirds were apart (relative): its uncertainty
+
+
+@dataclass
 class StageProfile:
     """A short pass over a few samples, once per sweep for each dataset, transform and batch size."""
 
@@ -41,6 +55,10 @@ class StageProfile:
     cores: float = 1.0  # usable cores where it ran
     seconds: float = 0.0  # what the pass cost
     notes: list[str] = field(default_factory=list)
+    all_cores_rates: list[float] = field(default_factory=list)  # samples/s over each third of the all-cores loop
+    worker_cpu_spread: float = 0.0  # the one-worker loop's two halves' CPU per sample apart (relative)
+    single_spread: float = 0.0  # the loop without workers: its batches' walls, IQR / median
+    lighter: list[Lighter] = field(default_factory=list)  # the costliest operations, each left out and measured
 
     @property
     def cpu_s(self) -> float:
@@ -63,4 +81,8 @@ class StageProfile:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["stages"] = [Stage(**stage) for stage in data.get("stages", [])]
+        values["lighter"] = [Lighter(**each) for each in data.get("lighter", [])]
         return cls(**values)
+
+    def without(self, stage: str) -> Optional[Lighter]:
+        return next((each for each in self.lighter if each.stage == stage), None)

@@ -1,7 +1,8 @@
 """This machine's limits for one dataset and transform, from the measured stage costs, and the throughput
 they predict against ``num_workers``.
 
-Each limit is in samples/s (Plumber's resource accounting, for torch's DataLoader):
+Each limit is in samples/s (Plumber's resource accounting, for torch's DataLoader), an upper bound from what
+the costs allow:
 
 - CPU: the usable cores over a sample's CPU: its fetch and transform, a worker's own cost per batch
   (collating into shared memory, sending) and the main process's cost to receive it;
@@ -12,9 +13,12 @@ Each limit is in samples/s (Plumber's resource accounting, for torch's DataLoade
 - device copy: the measured host-to-device rate over a sample's bytes (with CUDA);
 - step: the batch over the training step's time.
 
-The ceiling is the lowest.  The predicted curve: without workers, one process does everything in turn;
-with ``W`` workers, ``W`` samples per worker's time for one, up to the lowest of the limits (the main
-process receives, copies and steps one batch after another: those add up).
+The ceiling is the best of the two ways to load: the lowest of the limits with workers, or one process
+without them (measured: for cheap samples passing batches between processes costs more than it saves).  It is
+a range: at least what this machine was seen to do for the pipeline (the profile's loops, the sweep's runs),
+at most the binding limit with its costs' uncertainty.  The predicted curve: without workers, one process
+does everything in turn; with ``W`` workers, ``W`` samples per worker's time for one, up to the limits, the CPU
+one taken at what the usable cores really did together (the efficiency of the profile's all-cores loop).
 """
 
 from __future__ import annotations
@@ -41,6 +45,30 @@ class Machine:
     pins: bool = False  # pin_memory with an accelerator: the pin thread's time per batch counts
 
 
+MIN_UNCERTAINTY = 0.05  # a limit from costs measured in short loops is known to about this much at best
+
+
+@dataclass(frozen=True)
+class CeilingRange:
+    """What this machine can do for the pipeline: at least ``low`` (seen), at most ``high`` (the costs' bound)."""
+
+    low: float
+    high: float
+    limit: "Limit"  # what binds, with its evidence (``how``)
+    seen: str  # what the low end is: the run or loop that reached it
+    uncertainty: float  # the high end's relative uncertainty (included in ``high``)
+    failed: bool = False  # something ran faster than the costs allow, beyond their uncertainty: the model is off
+    # (then ``high`` is what was seen: the ceiling is never below a measured rate)
+
+    def text(self) -> str:
+        if self.failed:
+            return f"at least {self.low:,.0f} samples/s (seen: {self.seen}; above the model's bound, which is off)"
+        if self.high <= self.low * 1.005:
+            return f"{self.low:,.0f} samples/s ({self.seen})"
+        return (f"{self.low:,.0f} to {self.high:,.0f} samples/s (at least what {self.seen} did; at most the "
+                f"{self.limit.name} limit, +-{100 * self.uncertainty:.0f}%)")
+
+
 @dataclass(frozen=True)
 class Limit:
     name: str  # "CPU", "main process", "storage", "device copy", "step"
@@ -62,19 +90,27 @@ class CeilingModel:
         self.single_wall_s = max(profile.single_wall_s - removed_wall, 1e-12)
         self.single_cpu_s = max(profile.single_cpu_s - removed_cpu, 1e-12)
         self.receive_s = profile.main_cpu_s_per_batch or 0.0
+        self.lighter = profile.without(next(iter(left_out))) if len(left_out) == 1 else None
+        if self.lighter is not None:  # the pipeline without the stage was measured: its own loops, not a subtraction
+            self.worker_cpu_s, self.worker_wall_s = self.lighter.worker_cpu_s, self.lighter.worker_wall_s
+            self.single_wall_s, self.receive_s = self.lighter.single_wall_s, self.lighter.main_cpu_s_per_batch
         self.efficiency = self._efficiency()
-        self.cores = machine.cores * self.efficiency
+        self.cores = machine.cores * self.efficiency  # what the usable cores really do together: for predictions
 
     def _efficiency(self) -> float:
         """What one worker per core really did against what the costs predict for it (at most 1): a shared
-        host, hyperthreads, the main process waiting for a core to hand out work."""
+        host, hyperthreads, the main process waiting for a core to hand out work; the lighter pipeline's own
+        when it was measured without a stage."""
         p = self.profile
-        if not p.all_cores_rate or p.cores < 2:
+        if self.left_out and self.lighter is None:  # modelled without the stage: the whole pipeline's factor kept
+            return CeilingModel(p, self.machine).efficiency
+        seen = self.lighter.all_cores_rate if self.lighter is not None else p.all_cores_rate
+        if not seen or p.cores < 2:
             return 1.0
         batch = max(p.batch_size, 1)
-        predicted = min(p.cores / p.worker_wall_s, p.cores / (p.worker_cpu_s + self.receive_s / batch),
+        predicted = min(p.cores / self.worker_wall_s, p.cores / (self.worker_cpu_s + self.receive_s / batch),
                         batch / self.receive_s if self.receive_s else float("inf"))
-        return min(p.all_cores_rate / predicted, 1.0)
+        return min(seen / predicted, 1.0)
 
     def without(self, *stages: str) -> "CeilingModel":
         return CeilingModel(self.profile, self.machine, self.left_out | frozenset(stages))
@@ -88,11 +124,9 @@ class CeilingModel:
         m, batch = self.machine, max(self.machine.batch_size, 1)
         cpu_per_sample = self.cpu_per_sample()
         costliest = self.costliest_stage()
-        measured = (f" x {self.efficiency:.2f}, what {self.profile.cores:g} workers did together against their costs"
-                    if self.efficiency < 1 else "")
-        found = [Limit("CPU", self.cores / cpu_per_sample,
+        found = [Limit("CPU", m.cores / cpu_per_sample,
                        f"{m.cores:g} usable cores / {1000 * cpu_per_sample:.3f} ms CPU per sample (the main process's "
-                       f"share {1000 * self.receive_s / batch:.3f}){measured}",
+                       f"share {1000 * self.receive_s / batch:.3f})",
                        "more cores, or less CPU per sample" + (f": the costliest stage is {costliest}" if costliest
                                                                else ""))]
         main_s = self.receive_s + (self._pin_s() if m.pins else 0.0)
@@ -144,10 +178,42 @@ class CeilingModel:
         top = max(stages, key=lambda s: s.cpu_s)
         return f"{top.name} ({100 * top.cpu_s / total:.0f}% of a sample's CPU)"
 
+    def one_process(self) -> Limit:
+        """Loading without workers: one process fetches, transforms, collates (and copies and steps) in turn."""
+        rate = self.predict(0)
+        return Limit("one process", rate, f"without workers one process did {rate:,.0f} samples/s in the profile's "
+                     f"DataLoader(num_workers=0) loop ({1000 * self.single_wall_s:.4f} ms a sample)",
+                     "nothing: workers would cost more in passing batches between processes than they save here "
+                     "(a heavier transform, or larger samples, would change that)")
+
     def ceiling(self) -> Limit:
-        """The lowest limit measured here that applies."""
+        """The binding limit: the lowest that applies with workers, or one process when that is faster."""
         measured = [limit for limit in self.limits() if limit.rate and limit.applies]
-        return min(measured, key=lambda limit: limit.rate)
+        workers = min(measured, key=lambda limit: limit.rate)
+        alone = self.one_process()
+        return alone if alone.rate > workers.rate else workers
+
+    def uncertainty(self) -> float:
+        """How far the binding limit may be off, at least :data:`MIN_UNCERTAINTY`: with workers, twice how far the
+        one-worker loop's halves were apart; without them, twice the loop's batches' spread (IQR / median)."""
+        if self.ceiling().name == "one process":
+            spread = self.profile.single_spread
+        else:
+            spread = self.lighter.spread if self.lighter is not None else self.profile.worker_cpu_spread
+        return max(MIN_UNCERTAINTY, 2 * (spread or 0.0))
+
+    def ceiling_range(self, seen: Optional[dict[str, float]] = None) -> CeilingRange:
+        """The ceiling as a range: at most the binding limit (its uncertainty included), at least the best rate
+        seen, from the profile's all-cores loop and ``seen`` (the sweep's runs: what reached it -> samples/s)."""
+        limit, u = self.ceiling(), self.uncertainty()
+        candidates = {"the profile's loop without workers": self.one_process().rate}
+        rates = self.lighter.all_cores_rate if self.lighter is not None else self.profile.all_cores_rate
+        if rates and (self.lighter is not None or not self.left_out):
+            candidates[f"the profile's loop with {self.profile.cores:g} workers"] = rates
+        candidates.update(seen or {})
+        where, best = max(candidates.items(), key=lambda item: item[1])
+        high = limit.rate * (1 + u)
+        return CeilingRange(low=best, high=max(high, best), limit=limit, seen=where, uncertainty=u, failed=best > high)
 
     # -- the curve ----------------------------------------------------------------------------------
 
@@ -159,14 +225,21 @@ class CeilingModel:
         receive = self.receive_s if workers > 0 else 0.0
         return receive + pin + copy + (m.step_s_per_batch or 0.0)
 
+    def _bounds_with_workers(self) -> list[float]:
+        """The limits with workers, the CPU one at what the cores really did together (for predictions)."""
+        batch = max(self.machine.batch_size, 1)
+        found = [limit.rate for limit in self.limits() if limit.rate and limit.applies and limit.name != "CPU"]
+        return [*found, self.cores / (self.worker_cpu_s + self.receive_s / batch)]
+
     def predict(self, workers: int) -> float:
         """Samples/s with ``workers`` workers per rank (all ranks together)."""
         m, batch = self.machine, max(self.machine.batch_size, 1)
         serial = self._serial_s_per_batch(workers)
-        if workers <= 0:
-            per_rank = 1.0 / (self.single_wall_s + serial / batch)  # one process does everything in turn
-            return min(m.ranks * per_rank, self.cores / self.single_cpu_s, self.ceiling().rate)
-        bounds = [m.ranks * workers / self.worker_wall_s, self.ceiling().rate]
+        if workers <= 0:  # one process does everything in turn: no batch passes between processes
+            per_rank = 1.0 / (self.single_wall_s + serial / batch)
+            storage = [limit.rate for limit in self.limits() if limit.name == "storage" and limit.rate and limit.applies]
+            return min([m.ranks * per_rank, self.cores / self.single_cpu_s, *storage])
+        bounds = [m.ranks * workers / self.worker_wall_s, *self._bounds_with_workers()]
         if serial > 0:
             bounds.append(m.ranks * batch / serial)
         return min(bounds)

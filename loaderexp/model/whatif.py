@@ -11,6 +11,10 @@ from loaderexp.model.ceiling import CeilingModel
 RANK_COUNTS = (2, 4, 8)
 
 
+MODELLED = 0.5  # an operation's cost subtracted from the pipeline's missed measured pipelines by up to -49%/+43%
+SCALED = 0.25  # more cores or ranks than were measured: how far a model of them may be off, at least
+
+
 @dataclass(frozen=True)
 class WhatIf:
     change: str  # "Normalize removed, or on the device"
@@ -19,7 +23,8 @@ class WhatIf:
     at_workers_before: float  # predicted at the setting's num_workers
     at_workers_after: float
     binding_after: str
-    note: str = ""
+    how: str = ""  # measured (the lighter pipeline's own loops) or modelled, and what it assumes
+    uncertainty: float = MODELLED  # relative
 
     @property
     def ceiling_gain(self) -> float:
@@ -35,15 +40,24 @@ def what_ifs(model: CeilingModel, workers: int, values: list[int]) -> list[WhatI
         if stage.kind != "transform":
             continue
         changed = model.without(stage.name)
+        if changed.lighter is not None:
+            how = ("measured: the pipeline without it in a one-worker and an all-cores loop of its own; on the "
+                   "device its own cost there is not measured")
+            uncertainty = changed.uncertainty()
+        else:
+            how = ("modelled: its cost subtracted from the pipeline's, the cores' efficiency kept (too cheap to "
+                   "measure apart)")
+            uncertainty = MODELLED
         found.append(WhatIf(f"{stage.name} removed, or done on the device", ceiling, changed.ceiling().rate, here,
-                            changed.predict(workers), changed.ceiling().name,
-                            "on the device its own cost is not measured here"))
+                            changed.predict(workers), changed.ceiling().name, how, uncertainty))
     cores = model.machine.cores
     more = model.with_machine(cores=2 * cores)
     grid = sorted(set(values) | {workers, int(2 * cores), int(4 * cores)})
     best = max(grid, key=lambda w: (round(more.predict(w)), -w))
     found.append(WhatIf(f"twice the cores ({2 * cores:g})", ceiling, more.ceiling().rate, here, more.predict(best),
-                        more.ceiling().name, f"at num_workers={best}, the fewest that reach it"))
+                        more.ceiling().name, f"modelled at num_workers={best}, the fewest that reach it: assumes each "
+                        f"sample costs what it did here and the cores work together as these did (x{model.efficiency:.2f})",
+                        max(SCALED, model.uncertainty())))
     for ranks in RANK_COUNTS:
         if ranks == model.machine.ranks:
             continue
@@ -51,5 +65,7 @@ def what_ifs(model: CeilingModel, workers: int, values: list[int]) -> list[WhatI
         per_rank = max(shared.predict(w) for w in grid) / ranks
         found.append(WhatIf(f"{ranks} training processes on this node sharing its {cores:g} cores", ceiling,
                             shared.ceiling().rate, here, per_rank * ranks, shared.ceiling().name,
-                            f"{per_rank:,.0f} samples/s per rank at the best worker count"))
+                            f"modelled, {per_rank:,.0f} samples/s per rank at the best worker count: assumes the ranks "
+                            "split the cores evenly, each with a main process of its own, and a sample costs what it "
+                            "did here", max(SCALED, model.uncertainty())))
     return found

@@ -11,7 +11,7 @@ from loaderexp.model import CeilingModel
 from loaderexp.model.whatif import what_ifs
 from loaderexp.result import NUM_WORKERS, RunResult
 from loaderexp.result import metrics as M
-from loaderexp.result.ceiling import model_of
+from loaderexp.result.ceiling import model_failure, model_of
 
 DISAGREE = 0.10  # the model and a measurement further apart than this are said to disagree
 
@@ -43,14 +43,23 @@ def stage_table(runs: Sequence[RunResult]) -> list[str]:
     return lines
 
 
-def limit_lines(model: CeilingModel) -> list[str]:
-    ceiling = model.ceiling()
-    lines = ["This machine's limits (samples/s):"]
-    for limit in model.limits():
+def seen_rates(runs: Sequence[RunResult]) -> dict[str, float]:
+    """What the sweep's runs reached: the ceiling is never below them."""
+    return {f"num_workers={r.params.get(NUM_WORKERS) or 0}": r.metrics[M.THROUGHPUT] for r in runs
+            if r.finished and r.metrics.get(M.THROUGHPUT)}
+
+
+def limit_lines(model: CeilingModel, runs: Sequence[RunResult] = ()) -> list[str]:
+    bound = model.ceiling_range(seen_rates(runs))
+    ceiling = bound.limit
+    lines = ["This machine's limits (samples/s, each an upper bound from the costs):"]
+    for limit in [*model.limits(), model.one_process()]:
         rate = f"{limit.rate:>12,.0f}" if limit.rate else f"{'-':>12}"
-        mark = "  <- the ceiling" if limit == ceiling else ""  # limits() makes new ones each call
+        mark = "  <- binds" if limit == ceiling else ""  # limits() makes new ones each call
         lines.append(f"  {limit.name:<13}{rate}  {limit.how}{'' if limit.applies else ' (does not apply)'}{mark}")
-    lines.append(f"  {ceiling.name} binds: {ceiling.lift}.")
+    lines.append(f"  The ceiling: {bound.text()}; {ceiling.name} binds: {ceiling.lift}.")
+    if bound.failed:
+        lines.append(f"  The model is off: {model_failure(bound.low, model)}.")
     return lines
 
 
@@ -69,7 +78,10 @@ def curve_lines(runs: Sequence[RunResult]) -> list[str]:
                        f"{100 * (predicted / rate - 1):+.0f}%)")
     if not rows:
         return []
-    lines = ["Predicted against measured (samples/s; the prediction is the model's, from the stage costs):",
+    model = model_of(runs[0])
+    at = (f", the CPU limit taken at what {model.profile.cores:g} workers did together: x{model.efficiency:.2f} of "
+          "their costs" if model is not None and model.efficiency < 1 else "")
+    lines = [f"Predicted against measured (samples/s; the prediction is the model's, from the stage costs{at}):",
              "  " + "  ".join(f"{w:>8}" for w, _, _ in rows) + "  num_workers",
              "  " + "  ".join(f"{m:>8,.0f}" for _, m, _ in rows) + "  measured",
              "  " + "  ".join(f"{p:>8,.0f}" for _, _, p in rows) + "  predicted"]
@@ -80,12 +92,12 @@ def curve_lines(runs: Sequence[RunResult]) -> list[str]:
 
 
 def what_if_lines(model: CeilingModel, workers: int, values: list[int]) -> list[str]:
-    lines = [f"What if (predicted, not measured; at num_workers={workers}):"]
+    lines = [f"What if (at num_workers={workers}; each says how it was had and how far it may be off):"]
     for change in what_ifs(model, workers, values):
         lines.append(f"  {change.change}: ceiling {change.ceiling_before:,.0f} -> {change.ceiling_after:,.0f} "
                      f"({100 * change.ceiling_gain:+.0f}%, {change.binding_after} binds); "
-                     f"{change.at_workers_before:,.0f} -> {change.at_workers_after:,.0f} samples/s"
-                     + (f" ({change.note})" if change.note else ""))
+                     f"{change.at_workers_before:,.0f} -> {change.at_workers_after:,.0f} samples/s "
+                     f"(+-{100 * change.uncertainty:.0f}%; {change.how})")
     return lines
 
 
@@ -98,7 +110,7 @@ def ceiling_sections(results: Sequence[RunResult], pick: Optional[RunResult] = N
         lines = stage_table(runs)
         if model is not None:
             values = sorted({r.params.get(NUM_WORKERS) or 0 for r in runs})
-            lines += limit_lines(model) + curve_lines(runs)
+            lines += limit_lines(model, runs) + curve_lines(runs)
             lines += what_if_lines(model, here.params.get(NUM_WORKERS) or 0, values)
         else:
             lines.append(f"  ({here.info.ceiling or 'not modelled'})")

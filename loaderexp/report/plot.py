@@ -31,7 +31,7 @@ def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Pat
         label = label or "measured"
         series.setdefault(label, []).append(r)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
-    ceilings: set[tuple[str, float]] = set()
+    ceilings: set[tuple[str, float, float]] = set()
     for label, runs in sorted(series.items()):
         runs = sorted(runs, key=lambda r: r.params[X_AXIS])
         xs = [r.params[X_AXIS] for r in runs]
@@ -43,12 +43,14 @@ def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Pat
             dense = list(range(min(xs), max(xs) + 1))
             ax.plot(dense, [model.predict(x) for x in dense], linestyle="--", alpha=0.6,
                     color=drawn.lines[0].get_color(), label=f"{label}: predicted" if len(series) > 1 else "predicted")
-            ceiling = model.ceiling()
-            ceilings.add((ceiling.name, round(ceiling.rate, -1)))
-    for name, rate in sorted(ceilings):
-        ax.axhline(rate, linestyle=":", color="grey", alpha=0.8)
-        ax.annotate(f"ceiling: {name} {rate:,.0f}/s", (ax.get_xlim()[0], rate), textcoords="offset points",
-                    xytext=(4, 4), fontsize="small", color="grey")
+            bound = model.ceiling_range({str(x): y for x, y in zip(xs, ys)})
+            ceilings.add((bound.limit.name, round(bound.low, -1), round(bound.high, -1)))
+    for name, low, high in sorted(ceilings):  # the range: at least what was seen, at most the binding limit
+        ax.axhspan(low, high, color="grey", alpha=0.15, linewidth=0)
+        ax.axhline(high, linestyle=":", color="grey", alpha=0.8)
+        text = f"ceiling {low:,.0f}-{high:,.0f}/s ({name})" if high > low * 1.005 else f"ceiling {high:,.0f}/s ({name})"
+        ax.annotate(text, (ax.get_xlim()[0], high), textcoords="offset points", xytext=(4, 4), fontsize="small",
+                    color="grey")
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # worker counts are whole numbers

@@ -19,7 +19,6 @@ class Recommendation:
 
 
 NOISE_ALLOWANCE_CAP = 3  # a measured spread widens the tolerance to at most 3x itself
-ABOVE_CEILING = 0.10  # a pick this far above the modelled ceiling: the model, not the run, is off
 
 
 def recommend(results: Sequence[RunResult], tolerance: float = TOLERANCE) -> Optional[Recommendation]:
@@ -67,11 +66,10 @@ def _ceiling_text(chosen: RunResult) -> str:
     if fraction is None or not binding:
         return ""
     ceiling = chosen.metrics[M.CEILING]
-    if fraction > 1 + ABOVE_CEILING:  # a model that underestimates says so rather than claim the impossible
-        return (f" It runs above the model's ceiling for this machine ({ceiling:,.0f} samples/s, {binding}): the model "
-                "underestimates here (its profile may have met a slower moment of this host); see where it disagrees "
-                "below.")
-    return (f" It runs at {100 * fraction:.0f}% of this machine's ceiling ({ceiling:,.0f} samples/s, {binding} "
+    if chosen.info.model_failure:  # faster than the model's bound allows: the model is off, never "104%"
+        return (f" It runs faster than the model's bound for this machine ({binding}): the model is off here (its "
+                "profile may have met a slower moment of this host); see where it disagrees below.")
+    return (f" It runs at {100 * fraction:.0f}% of this machine's ceiling (at most {ceiling:,.0f} samples/s, {binding} "
             f"binds; what would lift it: {chosen.info.ceiling_lift or ''}).")
 
 

@@ -12,6 +12,8 @@ from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Confirmation
 from loaderexp.report.hosts import by_host_type, overlaps
 from loaderexp.report.params import short_key, varying_params
+from loaderexp.model.knee import AGREE as PREDICT_AGREES
+from loaderexp.report.forecast import forecast_notes
 from loaderexp.report.recommend import recommend
 from loaderexp.result import NUM_WORKERS, TOLERANCE, RunResult, Status, param_text
 from loaderexp.result import metrics as M
@@ -155,11 +157,12 @@ def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], kinds: C
         epoch_text,
         f"{_fmt(m.get(M.WAIT_P50), 2)}/{_fmt(m.get(M.WAIT_P95), 2)}",
         f"{rate / base_rate:.2f}x" if rate and base_rate else "-",
-        *([_fmt(100 * m[M.CEILING_FRACTION], 0) if M.CEILING_FRACTION in m else "-"] if ceiling else []),
+        *([("off" if r.info.model_failure else _fmt(100 * m[M.CEILING_FRACTION], 0)) if M.CEILING_FRACTION in m
+           else "-"] if ceiling else []),
         _fmt(100 * m[M.STALL], 0) if M.STALL in m else "-",
         *([str(r.info.bound or "-").replace("-bound", "")] if stepped else []),
         _fmt(m.get(M.H2D_GBPS), 2) if m.get(M.H2D_MEASURED) else "n/m",
-        _fmt(m.get(M.PSS), 0),
+        f"({m[M.PSS_FORECAST]:,.0f})" if r.status is Status.PREDICTED and M.PSS_FORECAST in m else _fmt(m.get(M.PSS), 0),
         *([_fmt(m.get(M.OTHERS_CPU), 1)] if others else []),
         {True: "ok", False: "FAILED", None: "-"}[r.info.delivery_ok],
     ]
@@ -182,12 +185,21 @@ def _notes(items: Sequence[tuple[Path, RunResult]], ranked: bool) -> list[str]:
     if any(M.OTHERS_CPU in r.metrics for r in results):
         notes.append("others: cores that processes outside loaderexp used on the host while the run measured (mean)")
     if any(M.CEILING_FRACTION in r.metrics for r in results):
-        notes.append("ceil%: throughput against this machine's ceiling for the pipeline (the model's, below)")
+        notes.append("ceil%: throughput against this machine's ceiling for the pipeline (at most; the model's, below)"
+                     + ("; off: faster than the model's bound allows, so the model is off there" if any(
+                         r.info.model_failure for r in results) else ""))
     if results and not any(r.metrics.get(M.H2D_MEASURED) for r in results):
         notes.append("n/m: " + str(results[0].info.h2d or "host-to-device copy not measured"))
     if any(r.status is Status.PREDICTED for r in results):
-        notes.append("PREDICTED: bench.predict took the model's figure (in parentheses) instead of measuring: the "
-                     "measured runs around the predicted knee agree with the model within 10%")
+        missed = {r.workers: r.metrics[M.MODEL_ERROR] for r in results
+                  if r.finished and abs(r.metrics.get(M.MODEL_ERROR, 0.0)) > PREDICT_AGREES}
+        notes.append("PREDICTED: bench.predict took the model's figure (in parentheses) instead of measuring: " + (
+            "the measured runs around the predicted knee agree with the model within 10%" if not missed else
+            "NOT confirmed: the model missed the runs measured after them by " + ", ".join(
+                f"{100 * e:+.0f}% at num_workers={w}" for w, e in sorted(missed.items()))
+            + "; measure those settings (bench.predict=false) before relying on their figures"))
+        available = [r.metrics[M.AVAILABLE] for r in results if r.finished and r.metrics.get(M.AVAILABLE)]
+        notes += forecast_notes(results, min(available) if available else None)
     for folder, r in items:
         if r.status not in (Status.FINISHED, Status.PREDICTED):
             notes.append(f"{folder.name}: {r.status}: {(r.error or '').splitlines()[0] if r.error else ''}")

@@ -47,9 +47,22 @@ def ceiling_figures(result: RunResult) -> tuple[dict[str, float], RunFacts]:
         reason = ("no stage profile (bench.profile_s=0, or an iterable dataset)" if result.profile is None else
                   f"backend={result.params.get(BACKEND)}: the ceiling model covers torch's DataLoader")
         return {}, RunFacts(ceiling=f"not modelled: {reason}")
-    ceiling = model.ceiling()
-    predicted = model.predict(result.params.get(NUM_WORKERS) or 0)
-    metrics = {M.CEILING: round(ceiling.rate, 1), M.CEILING_FRACTION: round(rate / ceiling.rate, 4),
+    workers = result.params.get(NUM_WORKERS) or 0
+    bound = model.ceiling_range({f"this run (num_workers={workers})": rate})
+    ceiling, predicted = bound.limit, model.predict(workers)
+    metrics = {M.CEILING: round(bound.high, 1), M.CEILING_LOW: round(bound.low, 1),
+               M.CEILING_FRACTION: round(min(rate / bound.high, 1.0), 4),
                M.PREDICTED: round(predicted, 1), M.MODEL_ERROR: round(predicted / rate - 1, 4)}
-    return metrics, RunFacts(ceiling=f"{ceiling.name}: {ceiling.how}", ceiling_binding=ceiling.name,
-                             ceiling_lift=ceiling.lift)
+    facts = RunFacts(ceiling=f"{ceiling.name}: {ceiling.how}", ceiling_binding=ceiling.name, ceiling_lift=ceiling.lift)
+    if bound.failed:
+        facts.model_failure = model_failure(rate, model)
+    return metrics, facts
+
+
+def model_failure(rate: float, model: CeilingModel) -> str:
+    """Why a measured rate above the model's bound means the model is off, not the run."""
+    limit = model.ceiling()
+    return (f"measured {rate:,.0f} samples/s, above the model's bound {limit.rate * (1 + model.uncertainty()):,.0f} "
+            f"({limit.name}: {limit.how}, +-{100 * model.uncertainty():.0f}%): the costs the bound rests on were "
+            "read at a slower moment of the host than this run, or undercount what the loop really does; the "
+            "ceiling is taken as at least the measured rate")

@@ -177,6 +177,7 @@ class RunFacts(_Record):
     ceiling: Optional[str] = None
     ceiling_binding: Optional[str] = None
     ceiling_lift: Optional[str] = None
+    model_failure: Optional[str] = None  # the run went faster than the model's bound allows: why the model is off
     predicted: Optional[str] = None  # bench.predict took the model's figure: how
     # The host held for the measurement (execute.host_lock)
     host_lock: Optional[str] = None

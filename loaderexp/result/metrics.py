@@ -105,6 +105,8 @@ CPU_MEAN = metric("cpu_percent_mean", "%", SUM, "CPU of the tree, 100 = one core
 CPU_PEAK = metric("cpu_percent_peak", "%", SUM, "CPU of the tree, highest sample")
 PSS = metric("pss_peak_mb", "MB", SUM, "what a training script and its workers would hold: peak over an epoch",
              per_rank=True)
+PSS_FORECAST = metric("pss_forecast_mb", "MB", Combine.NONE,
+                      "a predicted setting's PSS, forecast from the measured runs' per-worker growth")
 PSS_MEASURED = metric("pss_measured_peak_mb", "MB", SUM, "the same, the highest reading the run took")
 WORKER_MEMORY = metric("memory_per_worker_mb", "MB", SLOWEST, "a worker's PSS at the epoch's end")
 MEMORY_GROWTH = metric("memory_growth_mb_per_1k_samples", "MB", SLOWEST,
@@ -124,8 +126,11 @@ GPU_MEMORY = metric("gpu_memory_used_peak_mb", "MB", SLOWEST, "NVML memory in us
 CUDA_ALLOCATED = metric("cuda_allocated_peak_mb", "MB", SLOWEST, "torch's caching allocator, peak")
 DELIVERY = metric("delivery_ok", "flag", WORST, "1: every promised sample arrived exactly once")
 # The ceiling model (loaderexp.model), from the sweep's stage profile.
-CEILING = metric("ceiling_samples_per_s", "samples/s", Combine.NONE, "this machine's lowest limit for the pipeline")
-CEILING_FRACTION = metric("ceiling_fraction", "ratio", Combine.NONE, "throughput / the ceiling")
+CEILING = metric("ceiling_samples_per_s", "samples/s", Combine.NONE,
+                 "this machine's ceiling for the pipeline, at most: its binding limit with the costs' uncertainty")
+CEILING_LOW = metric("ceiling_low_samples_per_s", "samples/s", Combine.NONE,
+                     "the ceiling, at least: the best rate seen for the pipeline (the profile's loops, this run)")
+CEILING_FRACTION = metric("ceiling_fraction", "ratio", Combine.NONE, "throughput / the ceiling (at most 1)")
 PREDICTED = metric("predicted_samples_per_s", "samples/s", Combine.NONE, "the model's throughput at this setting")
 MODEL_ERROR = metric("model_error_rel", "ratio", Combine.NONE, "predicted / measured - 1")
 # A node's ranks together.

@@ -48,6 +48,7 @@ def finish_sweep(state: SweepState, status: Status, interrupted: str = "") -> bo
 
     items = load_results(state.sweep_dir)
     items += [item for item in state.unwritten if item[0] not in {folder for folder, _ in items}]  # MLflow has them
+    _forecast_memory(items)
     measured = any(r.status in (Status.FINISHED, Status.PREDICTED) for _, r in items)
     status = Status.FAILED if status is Status.FINISHED and not measured else status
     confirmation = _confirmed(state, items) if status is Status.FINISHED else None
@@ -77,6 +78,19 @@ def finish_sweep(state: SweepState, status: Status, interrupted: str = "") -> bo
     _close_parent(state, status, artifacts, items, elapsed, exported)
     state.sweep_dir = None
     return measured
+
+
+def _forecast_memory(items: list) -> None:
+    """The predicted settings' memory, forecast from the measured runs', kept in their result.json."""
+    from loaderexp.report.forecast import fill_forecasts
+
+    changed = {id(r) for r in fill_forecasts([r for _, r in items])}
+    for folder, result in items:
+        if id(result) in changed:
+            try:
+                result.write(folder)
+            except OSError as error:
+                log.error("could not keep the memory forecast in %s: %s", folder, error)
 
 
 def _exported(state: SweepState, items: list, confirmation: Any) -> list[Path]:

@@ -1,0 +1,34 @@
+"""Memory at a worker count nobody measured: each DataLoader worker adds about the same to what a training
+script holds (its own pages, and its copy of what it reads), so the runs that were measured at two or more
+counts give a line, and the line gives a forecast, with how far the measured runs stray from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+MIN_UNCERTAINTY = 0.05  # a line through measured peaks is known to about this much at best
+
+
+@dataclass(frozen=True)
+class MemoryForecast:
+    workers: int
+    mb: float  # forecast peak over an epoch
+    per_worker_mb: float  # the line's slope: what each worker adds
+    uncertainty: float  # relative: the measured runs' largest distance from the line, at least MIN_UNCERTAINTY
+    measured_at: tuple[int, ...]
+
+
+def forecast(measured: Mapping[int, float], workers: int) -> Optional[MemoryForecast]:
+    """The least-squares line through ``measured`` (worker count -> MB) at ``workers``; None from fewer than two
+    counts (a slope needs two)."""
+    points = sorted(measured.items())
+    if len({w for w, _ in points}) < 2:
+        return None
+    n = len(points)
+    mean_w = sum(w for w, _ in points) / n
+    mean_m = sum(m for _, m in points) / n
+    slope = sum((w - mean_w) * (m - mean_m) for w, m in points) / sum((w - mean_w) ** 2 for w, _ in points)
+    line = lambda w: mean_m + slope * (w - mean_w)  # noqa: E731
+    stray = max(abs(m / line(w) - 1) for w, m in points if line(w) > 0) if n > 2 else 0.0
+    return MemoryForecast(workers, line(workers), slope, max(MIN_UNCERTAINTY, stray), tuple(w for w, _ in points))
