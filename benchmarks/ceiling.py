@@ -2,6 +2,8 @@
 
     python benchmarks/ceiling.py                    # sleep and burn at 0..4x the cores, CIFAR-10 and JPEGs at 0..4
     python benchmarks/ceiling.py --only sleep burn  # the checked ones only
+    python benchmarks/ceiling.py --checks           # the ceiling as a bound, stage costs, what-ifs, memory forecast
+                                                    # (benchmarks/ceiling_checks.py; about 15 minutes)
 
 Each dataset is swept as a user sweeps it (``python -m loaderexp -m dataset=... loader.num_workers=...``,
 ``bench.confirm_s=0``); every run records the model's prediction for its own setting
@@ -27,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.ceiling_checks import CASES as CHECKED, run_checks  # noqa: E402
 from benchmarks.common import sweep  # noqa: E402
 from loaderexp.result import NUM_WORKERS  # noqa: E402
 from loaderexp.result import metrics as M  # noqa: E402
@@ -75,14 +78,19 @@ def show(name: str, results: list, seconds: float, checked: bool) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", choices=sorted(CASES), default=list(CASES))
+    parser.add_argument("--checks", nargs="*", choices=sorted(CHECKED), default=None,
+                        help="the bound, stage, what-if and memory checks, on these pipelines (none named: all)")
     args = parser.parse_args()
     print(f"host: {CORES} CPUs\n")
     failed = 0
     with tempfile.TemporaryDirectory(prefix="loaderexp-ceiling-") as tmp:
-        for name in args.only:
-            results, seconds = measure(name, Path(tmp) / name)
-            failed += show(name, results, seconds, CASES[name][2])
-            (Path(tmp) / f"{name}.json").write_text(json.dumps([r.metrics for r in results]))
+        if args.checks is None:
+            for name in args.only:
+                results, seconds = measure(name, Path(tmp) / name)
+                failed += show(name, results, seconds, CASES[name][2])
+                (Path(tmp) / f"{name}.json").write_text(json.dumps([r.metrics for r in results]))
+        else:
+            failed += run_checks(Path(tmp), args.checks or list(CHECKED))
     return 1 if failed else 0
 
 

@@ -217,7 +217,7 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
         random.Random(seed).shuffle(order)
         staged, checked = order[:MAX_SAMPLES], order[MAX_SAMPLES:] or order
         split = Split(dataset)
-        clocks, made, timed = _stage_pass(split, staged, 0.2 * budget_s, keep=max(batch_size or 1, MIN_SAMPLES))
+        clocks, made, timed = _stage_pass(split, staged, 0.15 * budget_s, keep=max(batch_size or 1, MIN_SAMPLES))
         collated, batch, collated_samples = _collate_pass(made, batch_size, collate_fn or default_collate)
         stages = [Stage(name, "fetch" if (name, fn) in split.fetch else "transform", c.cpu / timed, c.wall / timed)
                   for (name, fn), c in zip(split.fetch + split.ops, clocks.values())]
@@ -228,16 +228,16 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
         per_sample = sum(s.wall_s for s in stages)
         # The stages' check, on one thread as they were timed; then the wall of a loop without workers as
         # it runs, on the process's own threads (CPU there also counts the threads' spinning).
-        single_cpu = single_process(dataset, checked, batch_size, collate_fn, per_sample, 0.1 * budget_s)[0]
+        single_cpu = single_process(dataset, checked, batch_size, collate_fn, per_sample, 0.07 * budget_s)[0]
         torch.set_num_threads(states[2])
         _, single_wall, single_spread = single_process(dataset, checked, batch_size, collate_fn, per_sample,
-                                                       0.1 * budget_s)
+                                                       0.08 * budget_s)
         torch.set_num_threads(1)
-        worker = worker_figures(dataset, checked, per_sample, batch_size, collate_fn, 0.2 * budget_s) or \
+        worker = worker_figures(dataset, checked, per_sample, batch_size, collate_fn, 0.15 * budget_s) or \
             WorkerFigures(sum(s.cpu_s for s in stages), per_sample, 0.0, "the stages alone (no batch came from a "
                           "worker)", 0.0)
         rates = all_cores_rates(dataset, checked, batch_size, collate_fn, cores, worker.wall_s, 0.2 * budget_s)
-        lighter = lighter_pipelines(dataset, stages, checked, batch_size, collate_fn, cores, 0.2 * budget_s)
+        lighter = lighter_pipelines(dataset, stages, checked, batch_size, collate_fn, cores, 0.3 * budget_s)
         pin = _pin_cost(batch)
     finally:
         random.setstate(states[0])

@@ -18,20 +18,22 @@ from typing import Any, Callable, Optional
 from torch.utils.data import DataLoader
 
 WORKER_BATCHES = 400  # batches a worker loop times, at most (its budget ends it sooner)
+MIN_TIMED = 12  # ... and at least, past the workers' start (their batches are sized for that: timed_batch)
 
 
 class Clock:
-    """CPU (this process's) and wall seconds spent inside ``with`` blocks, added up."""
+    """CPU (this thread's: the profiling pass runs one torch thread, as a worker does, and a thread's clock costs
+    a fraction of the whole process's) and wall seconds spent inside ``with`` blocks, added up."""
 
     def __init__(self) -> None:
         self.cpu = self.wall = 0.0
 
     def __enter__(self) -> "Clock":
-        self._cpu, self._wall = time.process_time(), time.perf_counter()
+        self._cpu, self._wall = time.thread_time(), time.perf_counter()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.cpu += time.process_time() - self._cpu
+        self.cpu += time.thread_time() - self._cpu
         self.wall += time.perf_counter() - self._wall
 
 
@@ -78,9 +80,9 @@ def _fork() -> Optional[str]:
 class WorkerLoop:
     """Workers feeding the main process, in steady state (their start left out), per batch."""
 
-    main_cpu_s: float  # the main process's CPU to receive a batch (the median batch's)
+    main_cpu_s: float  # the main process's CPU to receive a batch (:func:`typical`)
     worker_cpu_s: float  # the workers' CPU to make and send it (every thread of theirs)
-    wall_s: float  # between two batches arriving (with one worker the median gap: a stray late wake-up is not it)
+    wall_s: float  # between two batches arriving (with one worker the typical gap: a stray late wake-up is not it)
     batches: int
     worker_cpu_halves: tuple[float, float] = (0.0, 0.0)  # worker_cpu_s over each half: how steady it is
     segment_rates: tuple[float, ...] = ()  # batches/s over each third of the loop: how steady the rate is
@@ -105,7 +107,7 @@ def workers_loop(dataset: Any, sampler: Any, batch_size: Optional[int], collate:
     cpu_marks: list[float] = []
     middle = 0
     deadline = time.perf_counter() + budget_s
-    batches = min(WORKER_BATCHES + workers, len(loader) - 1)
+    batches = min(WORKER_BATCHES + 2 * workers, len(loader) - 1)
     iterator = iter(loader)
     try:
         for seen in range(batches):
@@ -113,14 +115,14 @@ def workers_loop(dataset: Any, sampler: Any, batch_size: Optional[int], collate:
             if next(iterator, None) is None:
                 break
             now = time.perf_counter()
-            if seen < workers:  # each worker's first batch carries its start
-                if seen == workers - 1:
+            if seen < 2 * workers:  # each worker's first batch carries its start, its second its first page faults
+                if seen == 2 * workers - 1:
                     cpu_marks.append(_workers_cpu(iterator))
                     arrivals.append(now)
                 continue
             mains.append(time.thread_time() - before)
             arrivals.append(now)
-            if len(mains) >= 3 * workers and now > deadline:
+            if len(mains) >= max(3 * workers, MIN_TIMED) and now > deadline:
                 break
             if len(cpu_marks) == 1 and now > deadline - budget_s / 2:  # the middle of the budget
                 cpu_marks.append(_workers_cpu(iterator))
@@ -136,8 +138,16 @@ def workers_loop(dataset: Any, sampler: Any, batch_size: Optional[int], collate:
     if len(cpu_marks) == 3 and 0 < middle < counted:
         halves = ((cpu_marks[1] - cpu_marks[0]) / middle, (cpu_marks[2] - cpu_marks[1]) / (counted - middle))
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
-    wall = statistics.median(gaps) if workers == 1 else (arrivals[-1] - arrivals[0]) / counted
-    return WorkerLoop(statistics.median(mains), worker, wall, counted, halves, _segment_rates(arrivals, 3))
+    wall = typical(gaps) if workers == 1 else (arrivals[-1] - arrivals[0]) / counted
+    return WorkerLoop(typical(mains), worker, wall, counted, halves, _segment_rates(arrivals, 3))
+
+
+def typical(values: list[float], trimmed: float = 0.1) -> float:
+    """The mean without the slowest tenth: a short loop's throughput is its mean (slow batches are part of it),
+    but one batch the host's other work delayed would move a short loop's mean by itself."""
+    ordered = sorted(values)
+    kept = ordered[:max(1, len(ordered) - int(trimmed * len(ordered)))]
+    return sum(kept) / len(kept)
 
 
 def _segment_rates(arrivals: list[float], parts: int) -> tuple[float, ...]:
@@ -152,8 +162,8 @@ def _segment_rates(arrivals: list[float], parts: int) -> tuple[float, ...]:
 def single_process(dataset: Any, indices: list[int], batch_size: Optional[int], collate: Optional[Callable],
                    per_sample_s: float, budget_s: float) -> tuple[float, float, float]:
     """CPU and wall per sample of a DataLoader(num_workers=0) loop, its batch small enough for the budget: the
-    median batch's (a sleep that wakes late, or the host's other work, lands in a few batches, not in all);
-    and how far its batches' walls spread (IQR / median)."""
+    typical batch's (:func:`typical`: the host's other work lands in a few batches, not in all); and how far its
+    batches' walls spread (IQR / median)."""
     if batch_size is not None:
         batch_size = max(1, min(batch_size, int(budget_s / max(per_sample_s, 1e-9)) // 4, len(indices)))
     loader = DataLoader(dataset, batch_size=batch_size, sampler=indices, collate_fn=collate, num_workers=0)
@@ -178,10 +188,11 @@ def single_process(dataset: Any, indices: list[int], batch_size: Optional[int], 
     if len(walls) >= 4 and middle > 0:
         quartiles = statistics.quantiles(walls, n=4)
         spread = (quartiles[2] - quartiles[0]) / middle
-    return statistics.median(cpus) / size, middle / size, spread
+    return typical(cpus) / size, typical(walls) / size, spread
 
 
-def timed_batch(batch_size: Optional[int], per_sample_s: float, budget_s: float, batches: int = 4) -> Optional[int]:
+def timed_batch(batch_size: Optional[int], per_sample_s: float, budget_s: float,
+                batches: int = MIN_TIMED) -> Optional[int]:
     """A batch a worker loop can time ``batches`` of within the budget: the run's own, or a smaller one."""
     if batch_size is None:
         return None
@@ -220,7 +231,7 @@ def all_cores_rates(dataset: Any, indices: list[int], batch_size: Optional[int],
     budget: what the cores really do together (a shared host, hyperthreads, the main process waiting for a
     core), which the stage costs alone cannot tell; the thirds say how steady it was."""
     workers = max(1, math.ceil(cores - 1e-9))
-    batch = timed_batch(batch_size, worker_wall_s, budget_s, batches=4)
+    batch = timed_batch(batch_size, worker_wall_s / workers, budget_s, batches=MIN_TIMED + workers)
     if workers < 2 or len(indices) < 4 * workers * (batch or 1):
         return []
     loop = workers_loop(dataset, indices, batch, collate, workers, budget_s)

@@ -1,0 +1,223 @@
+"""The ceiling model held against references loaderexp did not compute (benchmarks/ceiling.py runs these):
+the ceiling is a bound, two identical sweeps agree on it, each stage costs what the same operation costs in a
+DataLoader loop, each measured "operation removed" what-if comes true, and a memory forecast matches a run.
+
+Every reference is measured side by side with the figure it checks, in this process, by loops written here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch.utils.data import DataLoader
+
+from benchmarks.common import REPO, sweep
+from benchmarks.pipelines import cpu_op, tensor_op
+from loaderexp.harness.profile import profile_stages, transform_ops
+from loaderexp.model import CeilingModel, Machine
+from loaderexp.model.memory import forecast
+from loaderexp.model.whatif import what_ifs
+from loaderexp.report.ceiling import seen_rates
+from loaderexp.result import metrics as M
+from loaderexp.result.ceiling import model_of
+
+CORES = len(os.sched_getaffinity(0))
+ROOT = os.environ.get("LOADEREXP_DATA_ROOT", str(REPO / "data"))
+SYNTHETIC = ["dataset=synthetic", "dataset.num_samples=20000", "dataset.shape=[3,64,64]", "transform=to_tensor",
+             "~transform.api"]
+CASES = {  # overrides as a user sweeps the pipeline
+    "cifar10": ["dataset=cifar10"],
+    "imagefolder": ["dataset=imagefolder"],
+    "cpu_op": [*SYNTHETIC, "transform._target_=benchmarks.pipelines.cpu_op", "transform.name=cpu_op"],
+    "tensor_op": [*SYNTHETIC, "transform._target_=benchmarks.pipelines.tensor_op", "transform.name=tensor_op"],
+}
+STAGE_TOLERANCE = WHAT_IF_TOLERANCE = MEMORY_TOLERANCE = 0.15
+SAME_CEILING = 0.05
+LEAST_STAGE_S = 0.00005
+
+
+def dataset(name: str) -> Any:
+    """The case's dataset, built here as loaderexp builds it."""
+    if name == "cifar10":
+        from loaderexp.data.cifar import cifar10
+        from loaderexp.data.transforms import cifar_train
+
+        return cifar10(root=ROOT, transform=cifar_train())
+    if name == "imagefolder":
+        from loaderexp.data.imagefolder import image_folder
+        from loaderexp.data.transforms import imagenet_train
+
+        return image_folder(root=f"{ROOT}/imagefolder", transform=imagenet_train())
+    from loaderexp.data.synthetic import SyntheticImages
+
+    return SyntheticImages(num_samples=20000, shape=(3, 64, 64), transform=cpu_op() if name == "cpu_op" else tensor_op())
+
+
+# -- 1. the ceiling is a bound, and the same in two identical sweeps ------------------------------------------
+
+def sweeps(name: str, folder: Path) -> list[list]:
+    workers = ",".join(map(str, range(0, 2 * CORES + 1)))
+    return [sorted(sweep([*CASES[name], f"loader.num_workers={workers}", "bench.confirm_s=0"], folder / str(i),
+                         cwd=REPO, env={"LOADEREXP_DATA_ROOT": ROOT}).results, key=lambda r: r.workers)
+            for i in range(2)]
+
+
+def bound_check(name: str, both: list[list]) -> bool:
+    ok = True
+    highs = []
+    for index, runs in enumerate(both):
+        model = model_of(next(r for r in runs if model_of(r) is not None))
+        alone = model.ceiling_range()  # the model's own bound, before the runs are seen
+        seen = model.ceiling_range(seen_rates(runs))
+        highs.append(alone.high)
+        above = [f"{r.workers}: {r.metrics[M.THROUGHPUT]:,.0f}" for r in runs if r.metrics[M.THROUGHPUT] > alone.high]
+        ok &= not above
+        print(f"  sweep {index + 1}: ceiling {seen.text()}; the model's bound {alone.high:,.0f} "
+              f"({alone.limit.name}); rates " + ", ".join(f"{r.workers}: {r.metrics[M.THROUGHPUT]:,.0f}" for r in runs)
+              + (f"; ABOVE the bound: {', '.join(above)}" if above else "; none above the bound"))
+    apart = abs(highs[0] / highs[1] - 1)
+    ok &= apart <= SAME_CEILING
+    print(f"  the two sweeps' bounds {highs[0]:,.0f} and {highs[1]:,.0f}: {100 * apart:.1f}% apart "
+          f"(target {100 * SAME_CEILING:.0f}%): {'met' if apart <= SAME_CEILING else 'NOT met'}")
+    return ok
+
+
+# -- 2. stage costs against the same operation timed in a DataLoader loop -------------------------------------
+
+class Timed:
+    """An operation that adds up its own CPU time as a DataLoader loop calls it."""
+
+    def __init__(self, op: Callable):
+        self.op, self.cpu, self.calls = op, 0.0, 0
+
+    def __call__(self, value: Any) -> Any:
+        started = time.thread_time()
+        out = self.op(value)
+        self.cpu += time.thread_time() - started
+        self.calls += 1
+        return out
+
+
+def loop_op_costs(data: Any, samples: int = 3000) -> dict[str, float]:
+    """Each transform operation's CPU per sample inside a DataLoader(num_workers=0) loop (one torch thread, as
+    in a worker): the reference for the stage costs."""
+    transform = data.transform
+    wrapped = [Timed(op) for _, op in transform_ops(transform)]
+    transform.transforms = wrapped
+    try:
+        for _ in DataLoader(data, batch_size=64, sampler=list(range(min(samples, len(data)))), num_workers=0):
+            pass
+    finally:
+        transform.transforms = [w.op for w in wrapped]
+    return {name: w.cpu / max(w.calls, 1) for (name, _), w in zip(transform_ops(transform), wrapped)}
+
+
+def stage_check(name: str, data: Any) -> bool:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        before = loop_op_costs(data)
+        profile = profile_stages(data, 64, None, CORES, 2.0)
+        after = loop_op_costs(data)
+    finally:
+        torch.set_num_threads(threads)
+    ok = True
+    for stage in profile.stages:
+        if stage.name not in before:
+            continue
+        reference = (before[stage.name] + after[stage.name]) / 2
+        off = stage.cpu_s / reference - 1
+        checked = reference >= LEAST_STAGE_S
+        ok &= not checked or abs(off) <= STAGE_TOLERANCE
+        print(f"  {stage.name:<22} stage {1000 * stage.cpu_s:.4f} ms, in a DataLoader loop {1000 * before[stage.name]:.4f}"
+              f"/{1000 * after[stage.name]:.4f} ms: {100 * off:+.1f}%" + ("" if checked else " (under 0.05 ms: shown)"))
+    return ok
+
+
+# -- 3. "operation removed" what-ifs against the pipeline without it, measured ---------------------------------
+
+def bare_rate(data: Any, workers: int, batches: int = 200) -> float:
+    loader = DataLoader(data, batch_size=64, shuffle=True, num_workers=workers)
+    iterator = iter(loader)
+    for _ in range(2 * max(workers, 1) + 2):
+        next(iterator)
+    started = time.perf_counter()
+    for _ in range(batches):
+        next(iterator)
+    rate = batches * 64 / (time.perf_counter() - started)
+    del iterator
+    return rate
+
+
+def what_if_check(name: str, data: Any) -> bool:
+    profile = profile_stages(data, 64, None, CORES, 2.0)
+    model = CeilingModel(profile, Machine(cores=CORES, batch_size=64))
+    ok = True
+    transform = data.transform
+    for index, (op_name, _) in enumerate(transform_ops(transform)):
+        changed = model.without(op_name)
+        measured_without = changed.lighter is not None
+        kept = transform.transforms
+        data.transform = type(transform)(kept[:index] + kept[index + 1:])
+        try:
+            data[0]
+        except Exception as error:  # noqa: BLE001 - e.g. Normalize without ToTensor before it
+            print(f"  {op_name} removed: the pipeline does not run without it ({type(error).__name__}): no what-if")
+            continue
+        finally:
+            data.transform = transform
+        for workers in (1, CORES):
+            data.transform = type(transform)(kept[:index] + kept[index + 1:])
+            try:
+                before = bare_rate(data, workers)
+                predicted = next(w.at_workers_after for w in what_ifs(model, workers, [workers])
+                                 if w.change.startswith(f"{op_name} removed"))
+                after = bare_rate(data, workers)
+            finally:
+                data.transform = transform
+            reference = (before + after) / 2
+            off = predicted / reference - 1
+            if measured_without:
+                ok &= abs(off) <= WHAT_IF_TOLERANCE
+            stated = changed.uncertainty() if measured_without else 0.5
+            print(f"  {op_name} removed at num_workers={workers}: predicted {predicted:,.0f}, the pipeline without it "
+                  f"{before:,.0f}/{after:,.0f} samples/s: {100 * off:+.1f}% ("
+                  + ("measured, target 15%" if measured_without else f"modelled, stated +-{100 * stated:.0f}%") + ")")
+    return ok
+
+
+# -- 4. memory at a worker count not run ----------------------------------------------------------------------
+
+def memory_check(folder: Path) -> bool:
+    """A copy-on-access dataset (each worker copies the pages it reads): runs at 0, 1, 2 and 2x the cores; the
+    forecast at 2x the cores from the first three, against the run there."""
+    top = 2 * CORES
+    runs = sweep(["dataset=list_backed", f"loader.num_workers=0,1,2,{top}", "bench.confirm_s=0"], folder,
+                 env={"LOADEREXP_DATA_ROOT": ROOT}).results
+    pss = {r.workers: r.metrics[M.PSS] for r in runs if r.finished}
+    made = forecast({w: m for w, m in pss.items() if w != top}, top)
+    off = made.mb / pss[top] - 1
+    print("  list_backed: PSS " + ", ".join(f"{w}: {m:,.0f} MB" for w, m in sorted(pss.items()))
+          + f"; forecast at num_workers={top} from 0, 1, 2: {made.mb:,.0f} MB (+-{100 * made.uncertainty:.0f}%), "
+          f"measured {pss[top]:,.0f}: {100 * off:+.1f}% (target {100 * MEMORY_TOLERANCE:.0f}%)")
+    return abs(off) <= MEMORY_TOLERANCE
+
+
+def run_checks(folder: Path, names: list[str]) -> int:
+    failed = 0
+    for name in names:
+        print(f"{name}:")
+        failed += not bound_check(name, sweeps(name, folder / name))
+        data = dataset(name)
+        failed += not stage_check(name, data)
+        if name != "imagefolder":  # its ops come after the decode; the decode dominates, and it is not an op
+            failed += not what_if_check(name, data)
+        print()
+    print("memory forecast:")
+    failed += not memory_check(folder / "memory")
+    print(f"\nceiling checks: {'all met' if not failed else f'{failed} NOT met'}")
+    return failed
