@@ -173,12 +173,11 @@ class DiskFiller(SyntheticImages):
 
     def __init__(self, fill: str, **kwargs):
         super().__init__(**kwargs)
-        chunk = b"\0" * 65536
-        try:
-            with open(os.path.join(fill, "filler"), "ab") as f:
-                while True:
-                    f.write(chunk)
-                    f.flush()
-        except OSError as error:
-            if error.errno != errno.ENOSPC:
-                raise
+        with open(os.path.join(fill, "filler"), "ab", buffering=0) as f:
+            for size in (65536, 4096, 1):  # to the last byte: a log line must not fit either
+                try:
+                    while True:
+                        f.write(b"\0" * size)
+                except OSError as error:
+                    if error.errno != errno.ENOSPC:
+                        raise

@@ -164,8 +164,8 @@ def single_process(dataset: Any, indices: list[int], batch_size: Optional[int], 
     """CPU and wall per sample of a DataLoader(num_workers=0) loop, its batch small enough for the budget: the
     typical batch's (:func:`typical`: the host's other work lands in a few batches, not in all); and how far its
     batches' walls spread (IQR / median)."""
-    if batch_size is not None:
-        batch_size = max(1, min(batch_size, int(budget_s / max(per_sample_s, 1e-9)) // 4, len(indices)))
+    if batch_size is not None:  # MIN_TIMED batches in the budget (slow samples: their per-batch costs are small)
+        batch_size = max(1, min(batch_size, int(budget_s / max(per_sample_s, 1e-9)) // MIN_TIMED, len(indices)))
     loader = DataLoader(dataset, batch_size=batch_size, sampler=indices, collate_fn=collate, num_workers=0)
     cpus: list[float] = []
     walls: list[float] = []
@@ -179,7 +179,7 @@ def single_process(dataset: Any, indices: list[int], batch_size: Optional[int], 
             break
         cpus.append(clock.cpu)
         walls.append(clock.wall)
-        if len(cpus) >= 3 and time.perf_counter() > deadline:
+        if len(cpus) >= MIN_TIMED and time.perf_counter() > deadline:
             break
     if not cpus:
         return 0.0, 0.0, 0.0

@@ -53,9 +53,9 @@ def ceiling_figures(result: RunResult) -> tuple[dict[str, float], RunFacts]:
     metrics = {M.CEILING: round(bound.high, 1), M.CEILING_LOW: round(bound.low, 1),
                M.CEILING_FRACTION: round(min(rate / bound.high, 1.0), 4),
                M.PREDICTED: round(predicted, 1), M.MODEL_ERROR: round(predicted / rate - 1, 4)}
-    facts = RunFacts(ceiling=f"{ceiling.name}: {ceiling.how}", ceiling_binding=ceiling.name, ceiling_lift=ceiling.lift)
-    if bound.failed:
-        facts.model_failure = model_failure(rate, model)
+    # model_failure is stated either way: a record's keys must not come and go with the host's moment
+    facts = RunFacts(ceiling=f"{ceiling.name}: {ceiling.how}", ceiling_binding=ceiling.name, ceiling_lift=ceiling.lift,
+                     model_failure=model_failure(rate, model) if bound.failed else None)
     return metrics, facts
 
 
