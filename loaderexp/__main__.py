@@ -55,7 +55,12 @@ def main(cfg: DictConfig) -> Optional[RunResult]:
         config_sources=tuple(composed_from(hydra_cfg.runtime.config_sources)),
     )
     if not multirun:
-        _check_store(composed_spec(cfg))
+        try:
+            spec = composed_spec(cfg)
+        except ConfigError as error:  # nothing to record: the run's own settings cannot be read
+            print(f"loaderexp: error: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
+        _check_store(spec)
     _log_file_errors_once()
     result = run(cfg, job)  # Ctrl-C inside it: the run is recorded as KILLED, then entry() ends the sweep
     if multirun:

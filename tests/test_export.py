@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, RandomSampler, TensorDataset
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler, TensorDataset
 
 from loaderexp.report import export
 from loaderexp.report.confirm import Confirmation
@@ -41,6 +41,16 @@ def sweep() -> list[tuple[Path, RunResult]]:
 
 def dataset() -> TensorDataset:
     return TensorDataset(torch.arange(256, dtype=torch.float32).reshape(256, 1))
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        return iter(torch.arange(256, dtype=torch.float32).reshape(256, 1))
+
+
+def marked(rows):
+    """A DataModule's own collate_fn: batches marked, so a test sees whose collate ran."""
+    return {"x": torch.stack([r[0] for r in rows]), "mark": "theirs"}
 
 
 def test_the_yaml_composes_in_a_users_hydra_app(tmp_path):
@@ -73,14 +83,15 @@ def test_the_pytorch_snippet_and_the_json_build_the_recommended_loader(tmp_path)
     export(sweep(), tmp_path, "s")
     kwargs = json.loads((tmp_path / "dataloader_kwargs.json").read_text())
     assert kwargs == {"batch_size": 64, "num_workers": 2, "pin_memory": True, "prefetch_factor": 4,
-                      "persistent_workers": True, "drop_last": True}
+                      "persistent_workers": True, "drop_last": True, "shuffle": True}
     loader = DataLoader(dataset(), **kwargs)
-    assert loader.num_workers == 2
+    assert loader.num_workers == 2 and isinstance(loader.sampler, RandomSampler)  # as measured: sampler=random
     tuned_loader = runpy.run_path(str(tmp_path / "pytorch_snippet.py"))["tuned_loader"]
     loader = tuned_loader(dataset())
     assert (loader.num_workers, loader.batch_size, loader.prefetch_factor) == (2, 64, 4)
     assert isinstance(loader.sampler, RandomSampler)  # sampler=random: shuffle=True
-    assert len(list(tuned_loader(dataset(), num_workers=0, prefetch_factor=None, persistent_workers=False))) == 4
+    assert len(list(tuned_loader(dataset(), num_workers=0))) == 4  # prefetch and persistence go with the workers
+    assert len(list(tuned_loader(Stream(), num_workers=0))) == 4  # an IterableDataset takes no shuffle
 
 
 def test_a_run_recorded_before_loader_changed_existed_exports_each_knob_it_has(tmp_path):
@@ -92,7 +103,8 @@ def test_a_run_recorded_before_loader_changed_existed_exports_each_knob_it_has(t
     export(old, tmp_path, "s")
     kwargs = json.loads((tmp_path / "dataloader_kwargs.json").read_text())
     assert kwargs == {"batch_size": 64, "num_workers": 2, "pin_memory": True, "prefetch_factor": 4,
-                      "persistent_workers": True, "drop_last": True, "timeout": 0.0, "in_order": True}
+                      "persistent_workers": True, "drop_last": True, "timeout": 0.0, "in_order": True,
+                      "shuffle": True}
     assert DataLoader(dataset(), **kwargs).in_order is True
 
 
@@ -164,5 +176,54 @@ def test_a_datamodules_own_random_sampler_is_exported_as_shuffle(tmp_path):
     run.params["sampler.name"] = "datamodule"
     run.info.datamodule_baseline = {"sampler": "RandomSampler"}
     export([(Path("2"), run)], tmp_path, "s")
-    assert "DataLoader(self.train_dataset, shuffle=True, **DATALOADER_KWARGS)" in (
-        tmp_path / "lightning_snippet.py").read_text()
+    assert json.loads((tmp_path / "dataloader_kwargs.json").read_text())["shuffle"] is True
+
+
+def test_the_lightning_mixin_keeps_the_datamodules_own_sampler_and_collate_and_fits_num_workers_0(tmp_path):
+    pl = pytest.importorskip("pytorch_lightning")
+    export(sweep(), tmp_path, "s")
+    snippet = runpy.run_path(str(tmp_path / "lightning_snippet.py"))
+
+    class Theirs(pl.LightningDataModule):  # a DataModule as users write it: no train_dataset attribute
+        def setup(self, stage=None):
+            self.data = dataset()
+
+        def train_dataloader(self):
+            return DataLoader(self.data, batch_size=8, sampler=SequentialSampler(self.data), collate_fn=marked)
+
+    class Tuned(snippet["TunedTrainDataloader"], Theirs):
+        pass
+
+    module = Tuned()
+    module.setup("fit")
+    loader = module.train_dataloader()
+    assert (loader.num_workers, loader.batch_size, loader.prefetch_factor) == (2, 64, 4)
+    assert isinstance(loader.sampler, SequentialSampler) and loader.collate_fn is marked
+    assert next(iter(snippet["retuned"](loader, num_workers=0)))["mark"] == "theirs"
+
+
+@pytest.mark.parametrize("sampler, kind", [("random", RandomSampler), ("sequential", SequentialSampler)])
+def test_every_exported_file_builds_the_measured_sampler(tmp_path, sampler, kind):
+    import yaml
+
+    runs = sweep()
+    for _, r in runs:
+        r.params["sampler.name"] = sampler
+    export(runs, tmp_path, "s")
+    data = dataset()
+    built = {"loader.yaml": DataLoader(data, **yaml.safe_load((tmp_path / "loader.yaml").read_text())),
+             "dataloader_kwargs.json": DataLoader(data, **json.loads((tmp_path / "dataloader_kwargs.json").read_text())),
+             "pytorch_snippet.py": runpy.run_path(str(tmp_path / "pytorch_snippet.py"))["tuned_loader"](data)}
+    for name, loader in built.items():
+        assert isinstance(loader.sampler, kind), name
+        assert loader.num_workers == 2 and loader.batch_size == 64, name
+
+
+def test_a_sampler_of_its_own_is_named_in_every_file_for_the_user_to_pass(tmp_path):
+    runs = sweep()
+    for _, r in runs:
+        r.params["sampler.name"] = "weighted"
+    export(runs, tmp_path, "s")
+    for name in ("loader.yaml", "pytorch_snippet.py", "lightning_snippet.py"):
+        assert "the sweep used sampler=weighted: pass yours" in (tmp_path / name).read_text(), name
+    assert "shuffle" not in json.loads((tmp_path / "dataloader_kwargs.json").read_text())

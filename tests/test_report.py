@@ -130,3 +130,21 @@ def test_a_sweep_over_rank_counts_recommends_workers_per_rank_for_each_count():
     assert "Recommendation: num_workers=2: 3,000 samples/s" in text
     assert "Recommendation: num_workers=2 per rank with 2 ranks: 3,600 samples/s across the ranks" in text
     assert "slowest: the slowest rank's samples/s" in text
+
+
+def test_the_plot_is_titled_with_the_dataset_and_host_and_marks_the_pick(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    drawn = []
+    saved = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), saved(self, *a, **k))[1])
+    runs = [result(w, 1000 + 500 * min(w, 2)) for w in (0, 1, 2, 3)]
+    for r in runs:
+        r.host = HostFacts(cpu_model="Test CPU", cpu_count=2)
+    write_report([(Path(str(i)), r) for i, r in enumerate(runs)], tmp_path)
+    ax = drawn[0].axes[0]
+    assert ax.get_title() == "cifar10 on Test CPU, 2 CPUs"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "pick (unconfirmed): num_workers=2" in labels  # the recommendation's: the fewest within the tolerance
+    star = next(line for line in ax.get_lines() if line.get_marker() == "*")
+    assert list(star.get_xdata()) == [2] and list(star.get_ydata()) == [2000]

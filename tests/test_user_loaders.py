@@ -64,6 +64,51 @@ def test_the_datamodules_collate_and_sampler_reach_the_loader(data_root, compose
     assert torch.equal(torch.cat([b["x"] for b in batches]).flatten(), torch.arange(40.0))  # its SequentialSampler
 
 
+# A user's DataModule as it comes: it takes no argument at all, batches 16, and trains with one persistent worker.
+USERS_DATAMODULE = '''
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Squares(Dataset):
+    def __len__(self):
+        return 320
+
+    def __getitem__(self, index):
+        return torch.full((4,), float(index))
+
+
+class MyDM:
+    def prepare_data(self):
+        pass
+
+    def setup(self, stage):
+        self.data = Squares()
+
+    def train_dataloader(self):
+        return DataLoader(self.data, batch_size=16, shuffle=True, num_workers=1, persistent_workers=True)
+'''
+
+
+@pytest.mark.slow
+def test_a_users_datamodule_gets_only_its_own_arguments_and_its_settings_are_found_among_the_runs(data_root,
+                                                                                                 tmp_path):
+    (tmp_path / "mydm.py").write_text(USERS_DATAMODULE)
+    common = ["dataset=lightning", "sampler=datamodule", "dataset._target_=mydm.MyDM", f"dataset.python_path={tmp_path}",
+              "~dataset.batch_size", "loader.batch_size=16", *QUICK]
+    done = run_cli(["-m", *common, "loader.num_workers=0,1", "loader.persistent_workers=true",
+                    f"hydra.sweep.dir={tmp_path / 's'}"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "takes no argument" not in done.stdout + done.stderr
+    assert "mydm.MyDM.train_dataloader() as written: num_workers=1" in done.stdout
+    assert "samples/s measured with them" in done.stdout, done.stdout[-2000:]
+    # Without a _target_, the preset asks for one in a line before anything starts.
+    done = run_cli(["dataset=lightning", "sampler=datamodule", *QUICK, f"hydra.run.dir={tmp_path / 'none'}"],
+                   cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("loaderexp: error: dataset._target_ is required")
+
+
 @pytest.mark.slow
 def test_a_datamodule_that_batches_otherwise_is_refused_with_the_fix(data_root, tmp_path):
     done = run_cli(["+experiment=lightning", "dataset.batch_size=32", "loader.batch_size=64", *QUICK,

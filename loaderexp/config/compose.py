@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf.errors import MissingMandatoryValue
 
 from loaderexp.config.errors import ConfigError
 from loaderexp.config.folders import job_folder
@@ -63,7 +64,12 @@ def composed_spec(cfg: DictConfig) -> Config:
         cfg = copy.deepcopy(cfg)
         with read_write(cfg), open_dict(cfg):
             del cfg["hydra"]
-    spec = OmegaConf.to_object(cfg)
+    try:
+        spec = OmegaConf.to_object(cfg)
+    except MissingMandatoryValue as error:  # a preset's ``???``: the user must name it
+        key = error.full_key or "?"
+        raise ConfigError([f"{key} is required and was not given: set {key}=... on the command line or in your "
+                           f"config (conf/{key.split('.')[0]}/ says what it takes)"]) from None
     if not isinstance(spec, Config):  # composed without the schema (a test's bare YAML)
         raise ConfigError([f"the config was not composed against base_config (got {type(spec).__name__})"])
     return dataclasses.replace(spec, **{group: TargetNode(dict(getattr(spec, group))) for group in NODES})

@@ -41,11 +41,30 @@ def _kb_fields(path: str) -> dict[str, int]:
     return found
 
 
-def _readings(pid: int) -> Optional[dict[str, int]]:
+@dataclass(frozen=True)
+class _Readings:
+    """One process's figures, in bytes, from ``smaps_rollup`` and ``status``."""
+
+    rss_anon: int
+    private_clean: int
+    private_dirty: int
+    pss_shmem: int = 0
+    rss_file: int = 0
+
+
+_FIELDS = {"rss_anon": "RssAnon", "private_clean": "Private_Clean", "private_dirty": "Private_Dirty",
+           "pss_shmem": "Pss_Shmem", "rss_file": "RssFile"}
+_REQUIRED = ("rss_anon", "private_clean", "private_dirty")
+
+
+def _readings(pid: int) -> Optional[_Readings]:
+    """None where the files are gone (the process ended) or lack a required field (no smaps_rollup)."""
     try:
-        return {**_kb_fields(f"/proc/{pid}/smaps_rollup"), **_kb_fields(f"/proc/{pid}/status")}
+        found = {**_kb_fields(f"/proc/{pid}/smaps_rollup"), **_kb_fields(f"/proc/{pid}/status")}
     except (OSError, ValueError):
         return None
+    values = {name: found[key] for name, key in _FIELDS.items() if key in found}
+    return _Readings(**values) if all(name in values for name in _REQUIRED) else None
 
 
 @dataclass
@@ -57,23 +76,23 @@ class Footprint:
 
 def footprint(root: psutil.Process, descendants: list[psutil.Process], forked_from: list[psutil.Process]) -> Footprint:
     main = _readings(root.pid)
-    if main is None or "RssAnon" not in main or "Private_Dirty" not in main:
+    if main is None:
         return _pss_footprint(root, descendants)
-    total = main["RssAnon"] + main.get("Pss_Shmem", 0)
-    uss = main["Private_Clean"] + main["Private_Dirty"]
-    files = main.get("RssFile", 0)
+    total = main.rss_anon + main.pss_shmem
+    uss = main.private_clean + main.private_dirty
+    files = main.rss_file
     workers = {}
     for process in descendants:
         found = _readings(process.pid)
         if found is None:
             continue
-        workers[process.pid] = found["Private_Dirty"] + found.get("Pss_Shmem", 0)
+        workers[process.pid] = found.private_dirty + found.pss_shmem
         total += workers[process.pid]
-        uss += found["Private_Clean"] + found["Private_Dirty"]
-        files = max(files, found.get("RssFile", 0))
+        uss += found.private_clean + found.private_dirty
+        files = max(files, found.rss_file)
     for process in forked_from:
         found = _readings(process.pid)
-        files = max(files, found.get("RssFile", 0) if found else 0)
+        files = max(files, found.rss_file if found else 0)
     return Footprint(total + files, uss, workers)
 
 

@@ -15,6 +15,7 @@ from loaderexp.report.export import export
 from loaderexp.report.load import confirmation_from_mlflow, load_results, results_from_mlflow
 from loaderexp.report.params import X_AXIS, varying_params
 from loaderexp.report.plot import plot_throughput
+from loaderexp.report.recommend import recommend
 from loaderexp.report.table import summary_table
 from loaderexp.result import RunResult, write_whole
 
@@ -23,10 +24,11 @@ def write_report(items: Sequence[tuple[Path, RunResult]], folder: Path, title: s
                  confirmation: Optional[Confirmation] = None) -> tuple[str, Optional[Path]]:
     """The table (printed and saved as report.txt) and the plot (throughput.png) in ``folder``."""
     text = summary_table(items, confirmation)
-    return text, save_report(text, items, folder, title)
+    return text, save_report(text, items, folder, title, confirmation)
 
 
-def save_report(text: str, items: Sequence[tuple[Path, RunResult]], folder: Path, title: str = "") -> Optional[Path]:
+def save_report(text: str, items: Sequence[tuple[Path, RunResult]], folder: Path, title: str = "",
+                confirmation: Optional[Confirmation] = None) -> Optional[Path]:
     """``text`` as report.txt and the plot in ``folder``: the plot's path (None without one); OSError as it comes."""
     folder.mkdir(parents=True, exist_ok=True)
     write_whole(folder / "report.txt", text + "\n")
@@ -34,8 +36,18 @@ def save_report(text: str, items: Sequence[tuple[Path, RunResult]], folder: Path
     axes = varying_params(results)
     plot = None
     if any(X_AXIS in r.params for r in results if r.finished):
-        plot = plot_throughput(results, axes, folder / "throughput.png", title)
+        plot = plot_throughput(results, axes, folder / "throughput.png", title, pick=marked_pick(results, confirmation))
     return plot
+
+
+def marked_pick(results: Sequence[RunResult], confirmation: Optional[Confirmation]) -> Optional[tuple[RunResult, str]]:
+    """The run the report answers with, and how it was had: the confirmed pick, or the recommendation's."""
+    if confirmation is not None and confirmation.pick:
+        found = [r for r in results if r.finished and all(r.params.get(k) == v for k, v in confirmation.pick.items())]
+        if found:
+            return found[0], "confirmed pick"
+    chosen = recommend(results)
+    return (chosen.result, "pick (unconfirmed)") if chosen is not None else None
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -73,7 +85,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     print(text)  # first: a place the files cannot go costs the files, not the answer
     failed = False
     try:
-        plot = save_report(text, items, out)
+        plot = save_report(text, items, out, confirmation=confirmation)
         print(f"\nreport: {out / 'report.txt'}" + (f", plot: {plot}" if plot else ""))
     except OSError as error:
         failed = args.out is not None  # the sweep's own folder read-only: the table above is what was asked for

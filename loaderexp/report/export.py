@@ -92,7 +92,16 @@ def tuned(pick: RunResult, results: Sequence[RunResult], source: str, host: str,
     own = pick.info.datamodule_baseline or {}
     if sampler == "datamodule":  # the DataModule's own: a shuffling DataLoader's, or one to pass on
         sampler = OWN_SAMPLERS.get(own.get("sampler"), f"datamodule ({own.get('sampler', 'its own')})")
-    return Tuned(kwargs, header, comments, sampler)
+    found = Tuned(kwargs, header, comments, sampler)
+    if found.shuffle is not None:  # DataLoader(dataset, **kwargs) must draw samples as the measured loader did
+        kwargs["shuffle"] = found.shuffle
+        comments["shuffle"] = (f"the sweep's sampler={sampler}" + (": leave it out for an IterableDataset"
+                                                                     if found.shuffle else ""))
+    else:
+        header.append(f"the sweep used sampler={sampler}: pass yours (sampler=...) with these settings")
+    if kwargs["num_workers"] and kwargs["prefetch_factor"] is not None:
+        comments["prefetch_factor"] = "with num_workers=0 set it to null: DataLoader refuses it without workers"
+    return found
 
 
 @dataclass
@@ -178,42 +187,60 @@ def _kwargs_literal(kwargs: dict[str, Any], comments: dict[str, str], indent: st
     return "{\n" + "\n".join(lines) + "\n}"
 
 
-def _shuffle(t: Tuned) -> str:
-    return "" if t.shuffle is None else f"shuffle={t.shuffle}, "
+FIT = (
+    "def fitted(dataset, **overrides):\n"
+    '    """The measured settings, with ``overrides`` (a sampler, collate_fn, num_workers) winning, made valid for\n'
+    '    DataLoader: no shuffle beside a sampler or for an IterableDataset, no prefetch or persistence without\n'
+    '    workers."""\n'
+    "    settings = {**DATALOADER_KWARGS, **overrides}\n"
+    "    if 'sampler' in overrides or isinstance(dataset, IterableDataset):\n"
+    "        settings.pop('shuffle', None)\n"
+    "    if not settings.get('num_workers'):\n"
+    "        settings['prefetch_factor'], settings['persistent_workers'] = None, False\n"
+    "    return settings\n")
 
 
 def _pytorch(t: Tuned) -> str:
-    sampler = "" if t.shuffle is not None else (
-        f"# The sweep used sampler={t.sampler}: pass yours (sampler=...) to tuned_loader.\n")
     return (_comment(t.header) + '"""Plain PyTorch: loader = tuned_loader(train_dataset)."""\n\n'
-            "from torch.utils.data import DataLoader\n\n"
-            f"DATALOADER_KWARGS = {_kwargs_literal(t.kwargs, t.comments)}\n\n{sampler}\n"
+            "from torch.utils.data import DataLoader, IterableDataset\n\n"
+            f"DATALOADER_KWARGS = {_kwargs_literal(t.kwargs, t.comments)}\n\n\n{FIT}\n\n"
             "def tuned_loader(dataset, **overrides):\n"
             '    """A DataLoader with the measured settings; overrides (a sampler, collate_fn) win."""\n'
-            f"    settings = {{{'' if t.shuffle is None else repr('shuffle') + ': ' + repr(t.shuffle) + ', '}"
-            "**DATALOADER_KWARGS, **overrides}\n"
-            "    if 'sampler' in overrides:\n"
-            "        settings.pop('shuffle', None)\n"
-            "    return DataLoader(dataset, **settings)\n")
+            "    return DataLoader(dataset, **fitted(dataset, **overrides))\n")
 
 
 def _lightning(t: Tuned) -> str:
-    return (_comment(t.header) + '"""Lightning: the train_dataloader of your LightningDataModule.\n\n'
-            "Copy the method into your DataModule, or mix the class in:\n"
-            "class MyData(TunedTrainDataloader, LightningDataModule), with self.train_dataset set in setup().\n"
-            "Lightning swaps in a DistributedSampler itself when it trains on several devices.\n"
+    return (_comment(t.header) + '"""Lightning: the train_dataloader of your LightningDataModule, with the measured\n'
+            "settings.\n\n"
+            "Mix the class in first: class MyData(TunedTrainDataloader, MyDataModule). When your DataModule has a\n"
+            "train_dataloader() of its own, its loader is rebuilt with these settings and keeps its dataset,\n"
+            "sampler and collate_fn (what loaderexp measured with sampler=datamodule); otherwise\n"
+            "self.train_dataset (set in setup()) is loaded. Lightning swaps in a DistributedSampler itself when\n"
+            "it trains on several devices.\n"
             '"""\n\n'
-            "from torch.utils.data import DataLoader\n\n"
-            f"DATALOADER_KWARGS = {_kwargs_literal(t.kwargs, t.comments)}\n\n\n"
+            "from torch.utils.data import DataLoader, IterableDataset\n\n"
+            f"DATALOADER_KWARGS = {_kwargs_literal(t.kwargs, t.comments)}\n\n\n{FIT}\n\n"
+            "def retuned(loader, **overrides):\n"
+            '    """``loader`` rebuilt with the measured settings: its dataset, sampler and collate_fn kept."""\n'
+            "    own = {'collate_fn': loader.collate_fn}\n"
+            "    if 'drop_last' not in DATALOADER_KWARGS:  # the sweep did not set it: yours stands\n"
+            "        own['drop_last'] = loader.drop_last\n"
+            "    if not isinstance(loader.dataset, IterableDataset):\n"
+            "        batches = loader.batch_sampler\n"
+            "        own['sampler'] = batches.sampler if batches is not None else loader.sampler\n"
+            "    return DataLoader(loader.dataset, **fitted(loader.dataset, **{**own, **overrides}))\n\n\n"
             "class TunedTrainDataloader:\n"
             "    def train_dataloader(self):\n"
-            f"        return DataLoader(self.train_dataset, {_shuffle(t)}**DATALOADER_KWARGS)\n")
+            "        own = super().train_dataloader\n"
+            "        if getattr(own, '__module__', '').startswith(('lightning', 'pytorch_lightning')):  # not written\n"
+            "            return DataLoader(self.train_dataset, **fitted(self.train_dataset))\n"
+            "        return retuned(own())\n")
 
 
 def _hf(t: Tuned) -> str:
     named = {HF_NAMES[k]: v for k, v in t.kwargs.items() if k in HF_NAMES}
     comments = {HF_NAMES[k]: c for k, c in t.comments.items() if k in HF_NAMES}
-    missing = [k for k in t.kwargs if k not in HF_NAMES]
+    missing = [k for k in t.kwargs if k not in HF_NAMES and not (k == "shuffle" and t.kwargs[k])]  # it shuffles
     note = ([f"TrainingArguments has no argument for {', '.join(missing)}: its Trainer builds the DataLoader "
              "without them"] if missing else [])
     return (_comment(t.header + note) + '"""Hugging Face Trainer: TrainingArguments(output_dir=..., '

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 from loaderexp.report.hosts import host_type
 from loaderexp.report.params import X_AXIS
-from loaderexp.result import RunResult, param_text
+from loaderexp.result import DATASET_NAME, RunResult, param_text
 from loaderexp.result import metrics as M
 from loaderexp.result.ceiling import model_of
 
 
-def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Path, title: str = "") -> Path:
+def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Path, title: str = "",
+                    pick: Optional[tuple[RunResult, str]] = None) -> Path:
     """Write a PNG: median throughput per point, the IQR across repeats as error bars; with a stage profile,
-    the model's predicted curve (dashed) and this machine's ceiling (dotted)."""
+    the model's predicted curve (dashed) and this machine's ceiling (its range as a band); the pick (a run and
+    how it was had) marked.  Titled with the dataset and the host unless ``title`` is given."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on servers and CI
@@ -51,18 +53,31 @@ def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Pat
         text = f"ceiling {low:,.0f}-{high:,.0f}/s ({name})" if high > low * 1.005 else f"ceiling {high:,.0f}/s ({name})"
         ax.annotate(text, (ax.get_xlim()[0], high), textcoords="offset points", xytext=(4, 4), fontsize="small",
                     color="grey")
+    if pick is not None and X_AXIS in pick[0].params:
+        chosen, how = pick
+        x, y = chosen.params[X_AXIS], chosen.metrics[M.THROUGHPUT]
+        ax.plot([x], [y], marker="*", markersize=16, color="black", linestyle="none", zorder=5,
+                label=f"{how}: num_workers={x}")
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # worker counts are whole numbers
     ax.set_xlabel("num_workers")
     ax.set_ylabel("samples / s (median of repeats, bars: IQR)")
-    ax.set_title(title or "DataLoader throughput")
+    ax.set_title(title or default_title(finished), fontsize="medium")
     ax.grid(True, alpha=0.3)
     ax.set_ylim(bottom=0)
-    if len(series) > 1 or ceilings:
+    if len(series) > 1 or ceilings or pick is not None:
         ax.legend(fontsize="small")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def default_title(results: Sequence[RunResult]) -> str:
+    """What was loaded, and where: ``DataLoader throughput: cifar10 on <CPU>, 2 CPUs``."""
+    datasets = sorted({str(r.params.get(DATASET_NAME)) for r in results if r.params.get(DATASET_NAME)})
+    hosts = sorted({host_type(r) for r in results})
+    what = ", ".join(datasets) or "DataLoader throughput"
+    return f"{what} on {hosts[0]}" if len(hosts) == 1 else f"{what} on {len(hosts)} host types"

@@ -217,14 +217,28 @@ def _datamodule_note(results: Sequence[RunResult]) -> list[str]:
         return []
     knobs = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
     text = ", ".join(f"{k}={own.get(k)}" for k in knobs)
-    def value(params: dict, prefix: str, key: str) -> object:  # prefetch_factor None is DataLoader's 2 with workers
-        found = params.get(prefix + key)
-        return 2 if key == "prefetch_factor" and found is None and params.get(prefix + "num_workers") else found
 
-    same = [r for r in results if r.finished
-            and all(value(r.params, "loader.", k) == value(own, "", k) for k in knobs if f"loader.{k}" in r.params)]
-    measured = (f": {same[0].metrics[M.THROUGHPUT]:,.0f} samples/s measured with them" if same else
-                ": not among the runs (add its num_workers to the sweep to compare)")
+    def value(params: dict, prefix: str, key: str) -> object:
+        workers = params.get(prefix + "num_workers")
+        if key in ("prefetch_factor", "persistent_workers") and not workers:
+            return None  # inert without workers: a run's recorded default is not a difference
+        found = params.get(prefix + key)
+        return 2 if key == "prefetch_factor" and found is None else found  # None is DataLoader's 2 with workers
+
+    def differs(r: RunResult) -> list[str]:
+        return [k for k in knobs if f"loader.{k}" in r.params and value(r.params, "loader.", k) != value(own, "", k)]
+
+    finished = [r for r in results if r.finished]
+    same = [r for r in finished if not differs(r)]
+    near = [r for r in finished if differs(r) and "num_workers" not in differs(r)]
+    if same:
+        measured = f": {same[0].metrics[M.THROUGHPUT]:,.0f} samples/s measured with them"
+    elif near:
+        apart = ", ".join(f"{k}={value(near[0].params, 'loader.', k)}" for k in differs(near[0]))
+        measured = (f": not measured as written; the run at num_workers={own.get('num_workers')} had {apart} "
+                    f"({near[0].metrics[M.THROUGHPUT]:,.0f} samples/s)")
+    else:
+        measured = ": not among the runs (add its num_workers to the sweep to compare)"
     return [f"{own.get('datamodule')}.train_dataloader() as written: {text}, batch_size={own.get('batch_size')}, "
             f"sampler {own.get('sampler')}, collate_fn {own.get('collate_fn')}{measured}"]
 

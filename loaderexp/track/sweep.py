@@ -76,7 +76,11 @@ def identity(sweep_dir: Path) -> SweepState:
 
 class SweepCallback(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        refuse_credentials_in_uri(composed_spec(config).tracking)
+        try:
+            spec = composed_spec(config)
+        except ConfigError:
+            return  # the run says it in one line (loaderexp.__main__.main)
+        refuse_credentials_in_uri(spec.tracking)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # Hydra turns a callback's exception into a warning and runs the jobs anyway; a sweep

@@ -55,7 +55,7 @@ def finish_sweep(state: SweepState, status: Status, interrupted: str = "") -> bo
     elapsed = time.time() - state.started
     artifacts: list[Path] = []
     try:
-        text, plot = write_report(items, state.sweep_dir, title=f"{state.sweep_dir}", confirmation=confirmation)
+        text, plot = write_report(items, state.sweep_dir, confirmation=confirmation)
         artifacts += [plot] if plot is not None else []
     except OSError as error:
         from loaderexp.report import summary_table
