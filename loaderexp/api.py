@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import html
 import itertools
+import logging
 import os
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence
@@ -117,7 +120,36 @@ def measure(dataset: Any = None, *, overrides: Sequence[str] = (), tracking: Opt
                 *_tracking_overrides(tracking, experiment)]
     config = compose(composed)
     check_store(composed_spec(config))  # a store that cannot be used is said before anything is measured
-    return run(config, JobContext(output_dir=folder, overrides=composed))
+    with _from_a_notebook_or_a_pipe():
+        return run(config, JobContext(output_dir=folder, overrides=composed))
+
+
+@contextmanager
+def _from_a_notebook_or_a_pipe() -> Iterator[None]:
+    """What the measuring processes and the user need when ``__main__`` is no file: a notebook, ``python -``.
+
+    Python's process start (spawn, forkserver) runs ``__main__.__file__`` again in the new process; for
+    ``<stdin>`` that is no file, and the start fails: the name is hidden while loaderexp starts its processes
+    (a dataset defined there travels by value, :mod:`loaderexp.data.objects`).  Without Python logging set
+    up (a notebook), the wait for a host another measurement holds is said on stderr, not in silence."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    hidden = main is not None and path is not None and not os.path.isfile(path)
+    if hidden:
+        del main.__file__
+    waits = logging.getLogger("loaderexp.execute.host_lock")
+    said = logging.StreamHandler(sys.stderr) if not logging.getLogger().handlers else None
+    if said is not None:
+        said.setFormatter(logging.Formatter("loaderexp: %(message)s"))
+        waits.addHandler(said)
+        waits.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        if hidden:
+            main.__file__ = path
+        if said is not None:
+            waits.removeHandler(said)
 
 
 @dataclass
@@ -140,6 +172,26 @@ class SweepReport:
     def __str__(self) -> str:
         return self.text
 
+    def _repr_html_(self) -> str:
+        """A notebook's view: the rows as a table, the pick in bold, the report's text below it."""
+        varied = [k for k in KNOBS if len({str(row.get(k)) for row in self.rows}) > 1]
+        columns = [*(varied or ["num_workers"]), "status", *ROW_METRICS]
+        chosen = (self.recommendation or {}).get("folder")
+
+        def cell(value: Any) -> str:
+            if isinstance(value, float):
+                return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+            text = "" if value is None else str(value)
+            return html.escape(text)
+
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+        body = "".join(
+            "<tr" + (' style="font-weight:bold"' if row.get("folder") == chosen else "") + ">"
+            + "".join(f"<td>{cell(row.get(c, ''))}</td>" for c in columns) + "</tr>" for row in self.rows)
+        return (f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+                f"<details><summary>report ({html.escape(str(self.folder))})</summary>"
+                f"<pre>{html.escape(self.text)}</pre></details>")
+
 
 def sweep(dataset: Any = None, grid: Optional[Mapping[str, Sequence[Any]]] = None, *, overrides: Sequence[str] = (),
           tracking: Optional[str] = None, experiment: Optional[str] = None, sweep_dir: Optional[Path] = None,
@@ -155,7 +207,8 @@ def sweep(dataset: Any = None, grid: Optional[Mapping[str, Sequence[Any]]] = Non
         raise ConfigError([f"grid: {next(k for k, v in grid.items() if not v)} has no values"])
     arguments = ["-m", *axes, *_dataset_overrides(dataset, folder / "dataset"), *_knob_overrides(knobs), *overrides,
                  *_tracking_overrides(tracking, experiment), f"hydra.sweep.dir={folder}"]
-    _multirun(arguments)
+    with _from_a_notebook_or_a_pipe():
+        _multirun(arguments)
     return _report(folder, len(list(itertools.product(*grid.values()))))
 
 

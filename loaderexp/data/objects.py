@@ -2,7 +2,9 @@
 
 The config names it by a key: this process finds the object itself in :data:`REGISTRY`; a measuring
 process started elsewhere (the forkserver's dataset holder, a launcher's job) unpickles the copy the
-API wrote beside the run, so a job stays runnable from its config and its folder alone.  A
+API wrote beside the run, so a job stays runnable from its config and its folder alone.  The copy is
+cloudpickle's: a class defined in a notebook cell or a piped script (``__main__``, which the measuring
+process cannot import) travels by value; an importable one by reference, as pickle writes it.  A
 DataModule handed over this way is taken apart as ``dataset=lightning`` takes it.
 """
 
@@ -12,6 +14,8 @@ import os
 import pickle
 from pathlib import Path
 from typing import Any, Optional
+
+import cloudpickle
 
 REGISTRY: dict[str, Any] = {}
 
@@ -25,7 +29,7 @@ def register(value: Any, folder: Path) -> tuple[str, Optional[Path]]:
     try:
         # Never through a link someone planted at the name: opened without following one, private to the user.
         with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "wb") as file:
-            pickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
+            cloudpickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # noqa: BLE001 - a lambda, a lock, an open file: measured in this process instead
         path.unlink(missing_ok=True)
         return key, None

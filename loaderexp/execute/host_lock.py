@@ -27,7 +27,7 @@ from typing import Iterator
 
 from loaderexp.result.facts import RunFacts
 
-log = logging.getLogger("loaderexp")
+log = logging.getLogger(__name__)  # a child of "loaderexp": the API says its waits (api._from_a_notebook_or_a_pipe)
 
 ENV = "LOADEREXP_HOST_LOCK"
 MARKER = b"loaderexp host lock\n"
