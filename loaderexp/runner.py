@@ -78,9 +78,10 @@ class JobContext:
         return self.output_dir.parent if self.index is not None else self.output_dir
 
     @property
-    def run_name(self) -> str:
-        named = [o for o in self.overrides if o.split("=", 1)[0] in self.name_keys] if self.name_keys else self.overrides
-        return " ".join(named) or "defaults"
+    def swept(self) -> list[str]:
+        """This job's values of the sweep's axes, as overrides (a single run: all of its overrides)."""
+        return [o for o in self.overrides if o.split("=", 1)[0] in self.name_keys] if self.name_keys else self.overrides
+
 
 
 def run(cfg: DictConfig, job: Optional[JobContext] = None) -> RunResult:
@@ -156,7 +157,7 @@ def _checked(spec: Config, result: RunResult, job: JobContext) -> Config:
         result.info.not_applied = not_applied
     for warning in result.warnings:
         log.warning("%s: %s", job.label, warning)
-    log.info("%s: %s", job.label, job.run_name)
+    log.info("%s: %s", job.label, " ".join(job.swept) or "defaults")
     if spec.bench.shared_host_ok:
         result.warnings.append(SHARED_HOST_WARNING)
     return dataclasses.replace(spec, loader=loader)
@@ -224,11 +225,11 @@ def _open_run(spec: Config, result: RunResult, job: JobContext) -> tuple[Any, Op
     tracking = spec.tracking
     if tracking.backend.value == "none":
         return None, None
-    from loaderexp.track.tracker import MlflowTracker
+    from loaderexp.track.tracker import MlflowTracker, run_name
 
     try:
         tracker = MlflowTracker(tracking.uri, tracking.experiment)
-        run_id = tracker.start_run(job.run_name, _tags(result, job), job.parent_run_id)
+        run_id = tracker.start_run(run_name(job.swept), _tags(result, job), job.parent_run_id)
     except Exception as error:
         log.error("%s: MLflow store %s unavailable (%s); measuring anyway: result.json keeps the result and "
                   "`python -m loaderexp.sync %s` imports it later", job.label, tracking.uri,

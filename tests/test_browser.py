@@ -54,7 +54,7 @@ def test_sweep_runs_params_and_metrics_are_on_the_page(tmp_path, data_root):
 
         for child in children:
             page = chromium(f"{runs_url}/{child.info.run_id}", tmp_path / f"p-{child.info.run_id}", "--dump-dom")
-            assert child.info.run_name in page  # named by the swept values, e.g. loader.num_workers=1
+            assert child.info.run_name in page  # named by the swept values, e.g. workers=1
             for name in ("loader.num_workers", "dataset.name", "throughput_samples_per_s", "wait_p95_ms",
                          "delivery_ok"):
                 assert name in page, name
@@ -72,3 +72,18 @@ def test_sweep_runs_params_and_metrics_are_on_the_page(tmp_path, data_root):
         assert "loaderexp: the sweep (2)" in text  # the section the sweep stored, with its two charts
         assert "Group: 0" in text and "Group: 1" in text  # its jobs, one group per configuration
         assert parent.info.run_name not in page  # the parent's own metrics are not what is charted
+
+        # The printed table address: this sweep's jobs only, fastest first, throughput among the first columns and
+        # only the columns a user compares (a job logs dozens of metrics: none of the others is shown).
+        printed = next(line.split()[-1] for line in proc.stdout.splitlines() if line.startswith("MLflow this sweep:"))
+        table_url = printed.replace("http://127.0.0.1:5000", url)
+        chromium(table_url, tmp_path / "p6", f"--screenshot={ARTIFACTS / 'mlflow_table.png'}")
+        page = chromium(table_url, tmp_path / "p7", "--dump-dom")
+        text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+        assert "throughput_samples_per_s" in text and "pss_peak_mb" in text
+        assert "wait_p95_ms" not in text  # not among the view's columns
+        assert "<strong>2</strong> matching runs" in page  # the jobs, not the parent
+        fastest, slower = sorted(children, key=lambda r: -r.data.metrics["throughput_samples_per_s"])
+        assert fastest.info.run_name in ("workers=0", "workers=1")  # short names that carry the swept values
+        names = re.findall(r"workers=[01]\b(?!,)", text)
+        assert names.index(fastest.info.run_name) < names.index(slower.info.run_name), names

@@ -20,6 +20,12 @@ def all_config_files():
 
 @pytest.mark.parametrize("group,name", list(all_config_files()))
 def test_every_config_file_composes(compose_cfg, group, name):
+    if (group, name) == ("dataset", "lightning"):  # the user's DataModule is required: none, and it says so
+        with pytest.raises(ConfigError, match=r"^dataset\._target_ is required"):
+            to_spec(compose_cfg(["dataset=lightning"]))
+        spec = to_spec(compose_cfg(["dataset=lightning", "dataset._target_=mydm.MyDM"]))
+        assert spec.dataset.target == "mydm.MyDM" and set(spec.dataset.keyword_arguments) == {"batch_size"}
+        return
     if group is None:
         overrides = []
     elif group == "experiment":

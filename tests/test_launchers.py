@@ -23,7 +23,7 @@ def test_jobs_launched_out_of_process_keep_their_sweep(tmp_path, data_root):
     logs = "".join(path.read_text() for path in (tmp_path / "sweep").glob("*/*.log"))
     assert "job 1/2: loader.num_workers=0" in logs and "job 2/2: loader.num_workers=1" in logs
     _, children = children_of_sweep(store, "launched")
-    assert sorted(r.info.run_name for r in children) == ["loader.num_workers=0", "loader.num_workers=1"]
+    assert sorted(r.info.run_name for r in children) == ["workers=0", "workers=1"]
     assert all(r.info.status == "FINISHED" for r in children)
     assert_one_measurement_per_host_at_a_time(children)  # submitit starts both at once
     assert "2 of 2 jobs recorded" in proc.stdout
@@ -91,7 +91,7 @@ def test_a_sweep_on_a_ray_cluster_runs_one_measurement_per_host_at_a_time(tmp_pa
     assert "waiting for the host" in output  # two nodes, one host: the lock was needed
     assert "automatic_schema_matching" not in output
     parent, children = children_of_sweep(store, "ray")
-    assert sorted(r.info.run_name for r in children) == [f"loader.num_workers={n}" for n in range(4)]
+    assert sorted(r.info.run_name for r in children) == [f"workers={n}" for n in range(4)]
     assert all(r.info.status == "FINISHED" for r in children) and parent.info.status == "FINISHED"
     assert_one_measurement_per_host_at_a_time(children)
     assert ray_env["RAY_AUTH_TOKEN"] not in output
@@ -114,7 +114,7 @@ def test_a_sweep_through_slurm_gets_a_whole_node_per_job(tmp_path, data_root):
     scripts = list((tmp_path / "sweep" / ".submitit").rglob("*_submission.sh"))
     assert scripts and all("#SBATCH --exclusive" in s.read_text() for s in scripts)
     parent, children = children_of_sweep(store, "slurm")
-    assert sorted(r.info.run_name for r in children) == ["loader.num_workers=0", "loader.num_workers=1"]
+    assert sorted(r.info.run_name for r in children) == ["workers=0", "workers=1"]
     assert all(r.info.status == "FINISHED" for r in children) and parent.info.status == "FINISHED"
     assert_one_measurement_per_host_at_a_time(children)
     assert all(r.data.tags["info.waited_for_host_s"] == "0.0" for r in children)  # SLURM kept them apart

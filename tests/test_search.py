@@ -107,7 +107,7 @@ def test_trials_are_children_of_the_sweep_and_resume_continues_the_study(tmp_pat
     assert len(parents) == 1  # resumed into the same parent
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
     assert len(children) == 5
-    assert all(r.info.run_name.startswith("loader.num_workers=") for r in children)
+    assert all(r.info.run_name.startswith("workers=") for r in children)
 
 
 @pytest.mark.slow

@@ -53,11 +53,7 @@ def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Pat
         text = f"ceiling {low:,.0f}-{high:,.0f}/s ({name})" if high > low * 1.005 else f"ceiling {high:,.0f}/s ({name})"
         ax.annotate(text, (ax.get_xlim()[0], high), textcoords="offset points", xytext=(4, 4), fontsize="small",
                     color="grey")
-    if pick is not None and X_AXIS in pick[0].params:
-        chosen, how = pick
-        x, y = chosen.params[X_AXIS], chosen.metrics[M.THROUGHPUT]
-        ax.plot([x], [y], marker="*", markersize=16, color="black", linestyle="none", zorder=5,
-                label=f"{how}: num_workers={x}")
+    _mark(ax, pick)
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # worker counts are whole numbers
@@ -73,6 +69,15 @@ def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Pat
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def _mark(ax, pick: Optional[tuple[RunResult, str]]) -> None:
+    """The pick as a star on its point, labelled with how it was had."""
+    if pick is not None and X_AXIS in pick[0].params:
+        chosen, how = pick
+        x, y = chosen.params[X_AXIS], chosen.metrics[M.THROUGHPUT]
+        ax.plot([x], [y], marker="*", markersize=16, color="black", linestyle="none", zorder=5,
+                label=f"{how}: num_workers={x}")
 
 
 def default_title(results: Sequence[RunResult]) -> str:

@@ -140,6 +140,9 @@ def _summary(state: SweepState, text: str, items: list, elapsed: float, exported
         lines.append(f"MLflow runs table: {state.tracker.runs_url()}")
         if state.parent_run_id is not None:
             try:
+                table = state.tracker.table_url(state.parent_run_id, state.swept_keys)
+                lines.append(f"MLflow this sweep: {table}\n  (its jobs, fastest first: throughput, spread, memory, "
+                             "ceiling, the swept knobs)")
                 charts = state.tracker.charts_url(state.parent_run_id, state.swept_keys)
                 lines.append(f"MLflow charts:     {charts}\n  (throughput and memory against "
                              f"{chart_axis(state.swept_keys)}, a point per configuration)")

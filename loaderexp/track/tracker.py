@@ -27,6 +27,7 @@ from loaderexp.track.versions import DIFF_FILE
 
 PARAM_VALUE_LIMIT = 6000
 CHARTED = (M.THROUGHPUT, M.PSS)  # the sweep's charts, against the swept knob
+TABLE_METRICS = (M.THROUGHPUT, M.THROUGHPUT_IQR, M.PSS, M.CEILING_FRACTION)  # the runs table's first columns
 
 
 @functools.lru_cache(maxsize=None)
@@ -172,6 +173,35 @@ class MlflowTracker:
         share_key = f"loaderexp-{parent_id}"
         self.client.set_experiment_tag(self.experiment_id, f"mlflow.sharedViewState.{share_key}", json.dumps(state))
         return f"{self.runs_url()}?viewStateShareKey={share_key}&compareRunsMode=CHART"
+
+    def table_url(self, parent_id: str, swept: Sequence[str]) -> str:
+        """The sweep's jobs in MLflow's runs table, fastest first, the columns a user compares beside their
+        names (throughput, its spread, memory, how near the ceiling; the swept knobs): a shared view as
+        :meth:`charts_url`'s, in table mode (a search filter also lists the jobs flat, not under the parent)."""
+        columns = [*(f"metrics.`{m}`" for m in TABLE_METRICS), *(f"params.`{k}`" for k in (swept or [NUM_WORKERS]))]
+        state = {"searchFilter": f"tags.mlflow.parentRunId = '{parent_id}'",
+                 "orderByKey": f"metrics.`{M.THROUGHPUT}`", "orderByAsc": False,
+                 "selectedColumns": columns}
+        share_key = f"loaderexp-table-{parent_id}"
+        self.client.set_experiment_tag(self.experiment_id, f"mlflow.sharedViewState.{share_key}", json.dumps(state))
+        return f"{self.runs_url()}?viewStateShareKey={share_key}&compareRunsMode=TABLE"
+
+
+# A DataLoader knob's name in a run's name (the param keeps its whole key).
+SHORT_NAMES = {"num_workers": "workers", "pin_memory": "pin", "batch_size": "batch", "prefetch_factor": "prefetch",
+               "persistent_workers": "persistent"}
+
+
+def run_name(swept: Sequence[str]) -> str:
+    """A job's run name: its swept values, short enough for MLflow's runs table to show whole
+    (``loader.num_workers=2 loader.pin_memory=true`` -> ``workers=2 pin=true``)."""
+    def short(override: str) -> str:
+        key, _, value = override.partition("=")
+        if key.startswith("loader."):
+            key = SHORT_NAMES.get(key.removeprefix("loader."), key.removeprefix("loader."))
+        return f"{key}={value}" if value else key
+
+    return " ".join(short(o) for o in swept) or "defaults"
 
 
 def close_stale_runs(tracker: MlflowTracker, parent_id: str) -> int:
