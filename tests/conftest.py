@@ -53,3 +53,27 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 600, env: dict | None =
         timeout=timeout,
         env=full_env,
     )
+
+
+def wait_until_a_job_measures(proc: subprocess.Popen, store: str, finished: int = 1, timeout: float = 300) -> None:
+    """Return once ``finished`` jobs of the sweep ``proc`` runs are FINISHED in ``store`` and the next one's MLflow
+    run is open (RUNNING): a signal sent then lands in a job that measures, not between jobs (Hydra's own work
+    between two jobs takes from 0.2 s to seconds, with the host's load)."""
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    deadline = time.time() + timeout
+    while True:
+        assert proc.poll() is None, "the sweep ended before a job measured"
+        assert time.time() < deadline, "no job measured in time"
+        client = MlflowClient(store)
+        experiment = client.get_experiment_by_name("loaderexp") if os.path.exists(store.removeprefix("sqlite:///")) \
+            else None
+        if experiment is not None:
+            jobs = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("mlflow.parentRunId")]
+            statuses = [r.info.status for r in jobs]
+            if statuses.count("FINISHED") >= finished and "RUNNING" in statuses:
+                time.sleep(0.3)  # into its measurement
+                return
+        time.sleep(0.2)

@@ -16,7 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from loaderexp.result import RunResult
-from tests.conftest import REPO, TINY, run_cli
+from tests.conftest import REPO, TINY, run_cli, wait_until_a_job_measures
 
 
 def children(store: str, experiment: str = "loaderexp") -> tuple[object, list]:
@@ -91,11 +91,7 @@ def _sweep_until_measuring(tmp_path: Path, store: str, sweep: Path) -> subproces
             "bench.seed=0,1,2", f"tracking.uri={store}", f"hydra.sweep.dir={sweep}"]
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    deadline = time.time() + 300
-    while not (sweep / "0" / "result.json").exists():
-        assert proc.poll() is None and time.time() < deadline
-        time.sleep(0.1)
-    time.sleep(0.7)  # job 2 is measuring now
+    wait_until_a_job_measures(proc, store)  # job 2 is measuring now
     return proc
 
 

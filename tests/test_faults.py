@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from loaderexp.harness.shm import SharedMemoryTooSmall, shm_needed, shm_verdict
 from loaderexp.runner import JobContext, run
-from tests.conftest import REPO, TINY, run_cli
+from tests.conftest import REPO, TINY, run_cli, wait_until_a_job_measures
 
 FAULTY = "tests.faulty."
 CASES = {  # dataset class -> what the failed run must say
@@ -131,11 +131,7 @@ def test_sigterm_marks_the_current_run_killed_and_keeps_finished_ones(tmp_path, 
             "bench.seed=0,1,2", f"tracking.uri={store}", f"hydra.sweep.dir={sweep}"]
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ})
-    deadline = time.time() + 300
-    while not (sweep / "0" / "result.json").exists():
-        assert proc.poll() is None and time.time() < deadline
-        time.sleep(0.1)
-    time.sleep(0.7)
+    wait_until_a_job_measures(proc, store)
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=120)
     assert proc.returncode == 130

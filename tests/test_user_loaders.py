@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 import torch
@@ -190,7 +191,7 @@ def test_an_unknown_knob_is_refused_with_the_valid_ones(tmp_path):
 
 def test_a_dataset_that_cannot_be_pickled_is_measured_in_this_process(data_root, tmp_path):
     unpicklable = TensorDataset(torch.zeros(64, 2))
-    unpicklable.hook = lambda: None  # a lambda: pickle refuses it
+    unpicklable.lock = threading.Lock()  # a lock: no pickler takes it (a lambda cloudpickle takes, by value)
     result = loaderexp.measure(unpicklable, num_workers=0, batch_size=16, tracking="none", output_dir=tmp_path,
                                overrides=["bench=quick", "bench.profile_s=0"])
     assert result.status == "FINISHED", result.error
