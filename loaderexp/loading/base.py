@@ -11,12 +11,13 @@ knobs it has, the backend options it reads, the package it needs, what it refuse
 from __future__ import annotations
 
 import multiprocessing
-from typing import Any, Callable, ClassVar, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Optional
 
 from loaderexp.config.errors import ConfigError
 from loaderexp.config.schema import Config
-from loaderexp.data.build import collate_for
-from loaderexp.harness.tagging import IndexedCollate, IndexedDataset, RecordingBatchSampler
+
+if TYPE_CHECKING:  # torch's: imported where a loader is built, never by the app checking a spec (4 s)
+    from loaderexp.harness.tagging import RecordingBatchSampler
 
 # The DataLoader knobs every stack has (in this order in its messages).
 COMMON_KNOBS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "in_order", "drop_last", "collate_fn")
@@ -44,8 +45,12 @@ class LoadingStack:
         if iterable:
             raise ConfigError([f"backend={self.name}: the dataset is an IterableDataset, which orders and batches "
                                "itself; the backends map batches of indices: use backend=dataloader"])
-        recorder = RecordingBatchSampler(sampler, self.loader_spec.batch_size, self.loader_spec.drop_last)
         from torch.utils.data import default_collate
+
+        from loaderexp.data.build import collate_for
+        from loaderexp.harness.tagging import RecordingBatchSampler
+
+        recorder = RecordingBatchSampler(sampler, self.loader_spec.batch_size, self.loader_spec.drop_last)
 
         collate = collate_for(self.loader_spec, dataset) or default_collate
         return self.loader(BatchFetch(dataset, collate), recorder), recorder
@@ -73,6 +78,8 @@ class BatchFetch:
     stack sends it to its workers)."""
 
     def __init__(self, dataset: Any, collate: Callable):
+        from loaderexp.harness.tagging import IndexedCollate, IndexedDataset
+
         self.dataset = IndexedDataset(dataset)
         self.collate = IndexedCollate(collate)
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from loaderexp.data.build import build_loader, collate_for
 from loaderexp.loading.base import LoadingStack
-from loaderexp.harness.tagging import RecordingBatchSampler, instrumented
+
+if TYPE_CHECKING:  # torch's: imported where the loader is built (the registry reads the knobs without torch)
+    from loaderexp.harness.tagging import RecordingBatchSampler
 
 
 class DataLoaderStack(LoadingStack):
@@ -20,6 +21,9 @@ class DataLoaderStack(LoadingStack):
     ranks = processes = True
 
     def build(self, dataset: Any, sampler: Any, iterable: bool) -> tuple[Iterable, Optional[RecordingBatchSampler]]:
+        from loaderexp.data.build import build_loader, collate_for
+        from loaderexp.harness.tagging import RecordingBatchSampler, instrumented
+
         loader = self.loader_spec
         collate = collate_for(loader, dataset)
         if iterable:

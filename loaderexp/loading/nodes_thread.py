@@ -6,10 +6,12 @@ The graph (:mod:`.nodes_graph`, which imports torchdata) is SamplerWrapper over 
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from loaderexp.loading.base import BatchFetch, LoadingStack
-from loaderexp.harness.tagging import RecordingBatchSampler
+
+if TYPE_CHECKING:  # torch's: imported where the loader is built
+    from loaderexp.harness.tagging import RecordingBatchSampler
 
 
 class NodesThreadStack(LoadingStack):

@@ -9,11 +9,13 @@ without persistent workers starts its workers each epoch.  spdl is imported only
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
 from loaderexp.config.schema import LoaderConfig
 from loaderexp.loading.base import BatchFetch, LoadingStack, pin_batch
-from loaderexp.harness.tagging import RecordingBatchSampler
+
+if TYPE_CHECKING:  # torch's: imported where the loader is built
+    from loaderexp.harness.tagging import RecordingBatchSampler
 
 
 class SpdlStack(LoadingStack):
