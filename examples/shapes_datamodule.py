@@ -1,11 +1,14 @@
-"""A user's LightningDataModule, measured as it trains (conf/dataset/lightning.yaml).
+"""A user's LightningDataModule, measured as it trains (conf/experiment/lightning.yaml names it).
 
 loaderexp calls ``prepare_data()`` and ``setup("fit")``, takes ``train_dataloader()`` apart (its
 dataset, sampler, collate_fn and batch size) and sweeps the DataLoader knobs over them; the knobs
 written here (num_workers=0, no pinning) are recorded as the DataModule's baseline.
 
     pip install -e ".[lightning]"
-    python -m loaderexp -m dataset=lightning sampler=datamodule 'loader.num_workers=range(0,3)'
+    python -m loaderexp -m +experiment=lightning 'loader.num_workers=range(0,3)'
+
+Yours the same way: ``dataset=lightning sampler=datamodule dataset._target_=mypackage.MyDataModule`` with its
+own arguments as ``+dataset.<name>=...`` (only those reach it).
 """
 
 from __future__ import annotations

@@ -110,6 +110,21 @@ def test_a_sweep_folder_or_its_mlflow_parent_run_is_a_baseline(data_root, tmp_pa
 
 
 @pytest.mark.slow
+def test_a_baseline_on_a_quiet_host_is_not_compared_with_now_beside_a_burner(baseline, tmp_path):
+    """Shared host, item 5: beside a process burning a core, the loader is not blamed for the host."""
+    from tests.test_shared_host import burning_one_core
+
+    with burning_one_core():
+        done = check("--baseline", str(baseline), "--out", str(tmp_path / "busy"), cwd=tmp_path)
+    base = json.loads((baseline / "result.json").read_text())["metrics"]["others_cpu_cores_mean"]
+    if base > 0.5:
+        pytest.skip(f"the host was already busy while the baseline measured ({base:.1f} cores of others)")
+    assert done.returncode == 2, done.stdout + done.stderr[-2000:]
+    assert "cannot compare: the host was busier now" in done.stdout
+    assert "REGRESSION" not in done.stdout
+
+
+@pytest.mark.slow
 def test_a_baseline_without_a_measurement_cannot_pass(baseline, tmp_path):
     """Round two, item 8: a FAILED baseline read as "0 samples/s ... OK", exit 0."""
     saved = json.loads((baseline / "result.json").read_text())
