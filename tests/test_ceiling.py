@@ -193,3 +193,14 @@ def test_the_pick_confirmed_side_by_side_does_not_rank_a_drift(tmp_path, data_ro
     for comparison in confirmation["comparisons"]:
         assert comparison["difference"]["low"] < 0.05 and comparison["difference"]["high"] > -0.05, comparison
     assert "Confirmed side by side" in report and "Confirmed pick" in report
+
+
+def test_the_memory_forecast_with_workers_leaves_out_the_run_without_them():
+    """Measured here on a copy-on-access dataset (benchmarks/ceiling_checks.py): PSS 923 MB at 0 workers, 1,325 at 1,
+    1,331 at 2, 1,345 at 4. The first worker's own cost is not a slope: a line through 0 forecast 1,805 at 4."""
+    from loaderexp.model.memory import forecast
+
+    at_four = forecast({0: 923.0, 1: 1325.0, 2: 1331.0}, 4)
+    assert at_four.measured_at == (1, 2) and at_four.mb == pytest.approx(1345, rel=0.02)
+    assert forecast({0: 923.0, 2: 1331.0}, 4).measured_at == (0, 2)  # one count with workers: the line needs the 0
+    assert forecast({0: 923.0, 1: 1325.0, 2: 1331.0}, 0).measured_at == (0, 1, 2)
