@@ -42,10 +42,9 @@ def save_report(text: str, items: Sequence[tuple[Path, RunResult]], folder: Path
 
 def marked_pick(results: Sequence[RunResult], confirmation: Optional[Confirmation]) -> Optional[tuple[RunResult, str]]:
     """The run the report answers with, and how it was had: the confirmed pick, or the recommendation's."""
-    if confirmation is not None and confirmation.pick:
-        found = [r for r in results if r.finished and all(r.params.get(k) == v for k, v in confirmation.pick.items())]
-        if found:
-            return found[0], "confirmed pick"
+    confirmed = confirmation.picked([r for r in results if r.finished]) if confirmation is not None else None
+    if confirmed is not None:
+        return confirmed, "confirmed pick"
     chosen = recommend(results)
     return (chosen.result, "pick (unconfirmed)") if chosen is not None else None
 

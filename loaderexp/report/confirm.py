@@ -68,6 +68,14 @@ class Confirmation:
                        for c in data.get("comparisons", [])]
         return cls(comparisons, data.get("pick"), data.get("note", ""), data.get("seconds", 0.0))
 
+    def picked(self, results: Sequence[RunResult]) -> Optional[RunResult]:
+        """The run of ``results`` the pick names (its params, inert ones left out on both sides); None without
+        a pick or such a run."""
+        if not self.pick:
+            return None
+        return next((r for r in results
+                     if all(r.params.get(k) == v for k, v in self.pick.items() if k in r.params)), None)
+
     @classmethod
     def read(cls, folder: Path) -> Optional["Confirmation"]:
         import json

@@ -130,8 +130,9 @@ def recommended(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[
             if rec is None:
                 continue
             chosen = next((f, r) for f, r in ranked if r is rec.result)
-            if confirmation is not None and confirmation.pick and len(groups) == 1 and count == 1:
-                chosen = _matching(ranked, confirmation.pick) or chosen
+            if confirmation is not None and len(groups) == 1 and count == 1:
+                confirmed = confirmation.picked([r for _, r in ranked])
+                chosen = next((f, r) for f, r in ranked if r is confirmed) if confirmed is not None else chosen
             where = "/".join(part for part in (_slug(kind) if len(groups) > 1 else "",
                                                f"ranks_{count}" if len(counts) > 1 else "") if part)
             found.append(Pick(where, kind, count, chosen[0], chosen[1], [r for _, r in ranked]))
@@ -251,10 +252,3 @@ def _hf(t: Tuned) -> str:
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower()[:80] or "host"
 
-
-def _matching(items: Sequence[tuple[Path, RunResult]], params: dict[str, Any]) -> Optional[tuple[Path, RunResult]]:
-    """The configuration the confirmation's pick names (its params, inert ones left out on both sides)."""
-    for folder, result in items:
-        if all(result.params.get(k) == v for k, v in params.items() if k in result.params):
-            return folder, result
-    return None

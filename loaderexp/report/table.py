@@ -228,15 +228,16 @@ def _datamodule_note(results: Sequence[RunResult]) -> list[str]:
     def differs(r: RunResult) -> list[str]:
         return [k for k in knobs if f"loader.{k}" in r.params and value(r.params, "loader.", k) != value(own, "", k)]
 
-    finished = [r for r in results if r.finished]
-    same = [r for r in finished if not differs(r)]
-    near = [r for r in finished if differs(r) and "num_workers" not in differs(r)]
+    apart = [(r, differs(r)) for r in results if r.finished]
+    same = [r for r, knobs_apart in apart if not knobs_apart]
+    near = [(r, knobs_apart) for r, knobs_apart in apart if "num_workers" not in knobs_apart]
     if same:
         measured = f": {same[0].metrics[M.THROUGHPUT]:,.0f} samples/s measured with them"
     elif near:
-        apart = ", ".join(f"{k}={value(near[0].params, 'loader.', k)}" for k in differs(near[0]))
-        measured = (f": not measured as written; the run at num_workers={own.get('num_workers')} had {apart} "
-                    f"({near[0].metrics[M.THROUGHPUT]:,.0f} samples/s)")
+        run, knobs_apart = near[0]
+        had = ", ".join(f"{k}={value(run.params, 'loader.', k)}" for k in knobs_apart)
+        measured = (f": not measured as written; the run at num_workers={own.get('num_workers')} had {had} "
+                    f"({run.metrics[M.THROUGHPUT]:,.0f} samples/s)")
     else:
         measured = ": not among the runs (add its num_workers to the sweep to compare)"
     return [f"{own.get('datamodule')}.train_dataloader() as written: {text}, batch_size={own.get('batch_size')}, "
