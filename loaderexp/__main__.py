@@ -18,6 +18,7 @@ from hydra.core.plugins import Plugins
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from hydra_plugins.loaderexp_grid.grid_sweeper import GridSweeper
 from hydra_plugins.loaderexp_search.search_sweeper import SearchSweeper
 from loaderexp.config import Config, ConfigError, composed_spec, config_dir
 from loaderexp.config.folders import FolderUnwritable
@@ -30,7 +31,8 @@ from loaderexp.track.versions import composed_from
 # them first leaves those objects to plain reference counting (atexit runs before the clearing).
 atexit.register(gc.freeze)
 # Hydra finds plugins by listing the hydra_plugins package, which cannot see into an editable
-# install (`pip install -e .` serves it through an import hook): register the search sweeper here.
+# install (`pip install -e .` serves it through an import hook): register loaderexp's sweepers here.
+Plugins.instance().register(GridSweeper)
 Plugins.instance().register(SearchSweeper)
 # conf/hydra/launcher/ray.yaml keeps the plugin's name and so is checked against the plugin's schema
 # (what we want); Hydra warns that matching by name is deprecated.

@@ -204,3 +204,43 @@ def test_a_config_file_that_is_not_yaml_is_one_line_naming_the_file_and_line(tmp
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"loaderexp: error: {folder / 'mine.yaml'}:4: not YAML: mapping values are not allowed here"]
+
+
+def test_the_grid_sweeper_composes_each_job_once_and_hands_the_launcher_what_the_check_composed(data_root):
+    """Hydra's basic sweeper composes every job to check it, then its launcher composes each again (0.3 s a
+    job here); loaderexp's grid composes once, the same config, and ships no held configs with a job."""
+    import pickle
+
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.loaderexp_grid.grid_sweeper import ComposedOnce
+    from loaderexp.config.store import register_configs
+
+    class Counted(ConfigLoaderImpl):
+        compositions = 0
+
+        def load_sweep_config(self, master_config, sweep_overrides):
+            Counted.compositions += 1
+            return super().load_sweep_config(master_config, sweep_overrides)
+
+    register_configs()
+    loader = Counted(config_search_path=create_config_search_path(str(config_dir())))
+    master = loader.load_configuration("config", overrides=["hydra/sweeper=grid"], run_mode=RunMode.MULTIRUN)
+    jobs = [["dataset=synthetic", f"loader.num_workers={n}"] for n in range(3)]
+    once = ComposedOnce(loader)
+    checked = [once.load_sweep_config(master, job) for job in jobs]  # the sweeper's check
+    launched = [once.load_sweep_config(master, job) for job in jobs]  # the launcher's
+    assert Counted.compositions == 3
+    assert [c.loader.num_workers for c in launched] == [0, 1, 2] and all(a is b for a, b in zip(checked, launched))
+    fresh = ConfigLoaderImpl(config_search_path=create_config_search_path(str(config_dir())))
+    assert OmegaConf.to_container(launched[1]) == OmegaConf.to_container(fresh.load_sweep_config(master, jobs[1]))
+    assert once.load_sweep_config(master, jobs[0]) is not launched[0]  # handed out once: a third ask composes anew
+    assert Counted.compositions == 4
+    holding = ComposedOnce(fresh)
+    holding.load_sweep_config(master, ["dataset=synthetic", "loader.num_workers=5"])  # held, waiting for its launch
+    shipped = pickle.loads(pickle.dumps(holding))  # as Ray and submitit send the loader with each job
+    assert shipped._composed == {} and isinstance(shipped._loader, ConfigLoaderImpl)
+    assert master.hydra.sweeper._target_.endswith("GridSweeper")
