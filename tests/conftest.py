@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,10 +23,51 @@ TINY = [
 ]
 
 
+# The longest tests (minutes each) start first: two at a time, the short ones then fill the end of the run.
+LONGEST_FIRST = ("test_load.py", "test_server.py", "test_browser.py", "test_benchmarks.py", "test_check.py")
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.path.name not in LONGEST_FIRST)  # stable: the rest keep their order
+
+
+@contextmanager
+def share_of_the_host(folder: Path, alone: bool):
+    """Under pytest-xdist (the README's test command), tests run two at a time; one marked ``quiet_host``
+    measures the host's other load or compares two moments of it, and runs alone: it waits for the other
+    worker's test to end, and holds the next one back.  A turnstile keeps a stream of shared holders from
+    starving it."""
+    with open(folder / "turnstile.lock", "a") as turnstile, open(folder / "host.lock", "a") as host:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(host, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(host, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _host_shared_with_the_other_worker(request, tmp_path_factory):
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    with share_of_the_host(tmp_path_factory.getbasetemp().parent, request.node.get_closest_marker("quiet_host")
+                           is not None):
+        yield
+
+
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory) -> Path:
-    """Generated data sets are made once here and shared by every test and subprocess."""
-    root = tmp_path_factory.mktemp("data")
+    """Generated data sets are made once here and shared by every test and subprocess (and both xdist
+    workers: the data root's build lock keeps two builders of one data set apart)."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        root = tmp_path_factory.getbasetemp().parent / "data"
+        root.mkdir(exist_ok=True)
+    else:
+        root = tmp_path_factory.mktemp("data")
     os.environ["LOADEREXP_DATA_ROOT"] = str(root)
     return root
 

@@ -13,6 +13,9 @@ import pytest
 
 from tests.conftest import REPO, run_cli
 
+# The check compares the host's load at the baseline and now and refuses to compare different ones: alone.
+pytestmark = pytest.mark.quiet_host
+
 # A user's dataset whose every sample costs a sleep (no CPU): its rate is known and the host's noise small.
 DATASET = '''
 import time

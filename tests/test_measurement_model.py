@@ -179,33 +179,39 @@ def test_the_shm_preflight_reads_its_sample_in_a_probe_process():
 
 
 class DiesLikeTorch:
-    """An iterator whose worker died of a signal and which says only "exited unexpectedly", as torch
-    does when the broken pipe wins the race with its SIGCHLD handler."""
+    """An iterator whose worker died of a signal and which says only what torch says when the broken
+    pipe wins the race with its SIGCHLD handler: "exited unexpectedly", or, when the worker is not yet
+    reaped as it reads the pipe (a busy host), the reset connection itself."""
 
     class Worker:
         pid, exitcode = 4385, -11
 
     _workers = [Worker()]
 
+    def __init__(self, error: Exception):
+        self.error = error
+
     def __iter__(self):
         return self
 
     def __next__(self):
-        raise RuntimeError("DataLoader worker (pid(s) 4385) exited unexpectedly")
+        raise self.error
 
 
-def test_a_worker_that_died_of_a_signal_is_named_with_it_whichever_way_torch_says_it():
+@pytest.mark.parametrize("said", [RuntimeError("DataLoader worker (pid(s) 4385) exited unexpectedly"),
+                                  ConnectionResetError(104, "Connection reset by peer")])
+def test_a_worker_that_died_of_a_signal_is_named_with_it_whichever_way_torch_says_it(said):
     from loaderexp.harness.loop import BudgetSpec, run_repeat
 
     class Loader:
         def __iter__(self):
-            return DiesLikeTorch()
+            return DiesLikeTorch(said)
 
     delivery = DeliveryTracker(recorder=None, dataset_length=None, batch_size=4, drop_last=False, in_order=True,
                                num_workers=1)
     with pytest.raises(RuntimeError) as raised:
         run_repeat(Loader(), BudgetSpec(mode="batches"), delivery)
-    assert "exited unexpectedly" in str(raised.value)
+    assert str(said) in str(raised.value)
     assert "DataLoader worker (pid 4385) is killed by signal: Segmentation fault." in str(raised.value)
 
 

@@ -18,6 +18,9 @@ from loaderexp.runner import JobContext, run
 SHORT = ["dataset=synthetic", "dataset.num_samples=2048", "tracking=none", "bench=quick", "loader.num_workers=1",
          "bench.resource_interval_s=0.1", "bench.profile_s=0"]
 
+# Each test reads other processes' CPU on the host: it must be the only other load there is.
+pytestmark = pytest.mark.quiet_host
+
 
 @contextmanager
 def burning_one_core():

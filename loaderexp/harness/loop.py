@@ -211,7 +211,7 @@ class Stream:
                 previous = done
             else:
                 complete = True
-        except RuntimeError as error:
+        except (RuntimeError, ConnectionError, EOFError) as error:  # a dead worker, as torch noticed it
             named = with_worker_exits(error, iterator)
             if named is error:
                 raise
