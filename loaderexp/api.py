@@ -176,7 +176,6 @@ class SweepReport:
         """A notebook's view: the rows as a table, the pick in bold, the report's text below it."""
         varied = [k for k in KNOBS if len({str(row.get(k)) for row in self.rows}) > 1]
         columns = [*(varied or ["num_workers"]), "status", *ROW_METRICS]
-        chosen = (self.recommendation or {}).get("folder")
 
         def cell(value: Any) -> str:
             if isinstance(value, float):
@@ -186,7 +185,7 @@ class SweepReport:
 
         head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
         body = "".join(
-            "<tr" + (' style="font-weight:bold"' if row.get("folder") == chosen else "") + ">"
+            "<tr" + (' style="font-weight:bold"' if row is self.recommendation else "") + ">"
             + "".join(f"<td>{cell(row.get(c, ''))}</td>" for c in columns) + "</tr>" for row in self.rows)
         return (f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
                 f"<details><summary>report ({html.escape(str(self.folder))})</summary>"
@@ -246,7 +245,7 @@ def _report(folder: Path, planned: int) -> SweepReport:
     confirmation = Confirmation.read(folder)
     picks = recommended(items, confirmation)
     # By folder: with repeats of one configuration merged, the pick is a merged copy of one of its runs.
-    chosen = next((row for row in rows if picks and row["folder"] == str(picks[0].folder)), None)
+    chosen = next((row for row, (job, _) in zip(rows, items) if picks and job == picks[0].folder), None)
     exported = sorted((folder / "export").rglob("*")) if (folder / "export").is_dir() else []
     return SweepReport(rows, [r for _, r in items], summary_table(items, confirmation), folder, chosen,
                        [p for p in exported if p.is_file()])

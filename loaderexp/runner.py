@@ -225,11 +225,12 @@ def _open_run(spec: Config, result: RunResult, job: JobContext) -> tuple[Any, Op
     tracking = spec.tracking
     if tracking.backend.value == "none":
         return None, None
-    from loaderexp.track.tracker import MlflowTracker, run_name
+    from loaderexp.track.tracker import MlflowTracker, opening_tags, run_name
 
     try:
         tracker = MlflowTracker(tracking.uri, tracking.experiment)
-        run_id = tracker.start_run(run_name(job.swept), _tags(result, job), job.parent_run_id)
+        tags = opening_tags(result, job.output_dir, job.overrides, str(config_dir().parent))
+        run_id = tracker.start_run(run_name(job.swept), tags, job.parent_run_id)
     except Exception as error:
         log.error("%s: MLflow store %s unavailable (%s); measuring anyway: result.json keeps the result and "
                   "`python -m loaderexp.sync %s` imports it later", job.label, tracking.uri,
@@ -237,20 +238,6 @@ def _open_run(spec: Config, result: RunResult, job: JobContext) -> tuple[Any, Op
         return None, None
     result.run_id = run_id
     return tracker, run_id
-
-
-def _tags(result: RunResult, job: JobContext) -> dict[str, Any]:
-    from loaderexp.track.tracker import git_commit, host_tags
-
-    tags = host_tags(result.host)
-    tags["loaderexp.config_hash"] = result.config_hash
-    tags["loaderexp.output_dir"] = str(job.output_dir)
-    tags["loaderexp.overrides"] = " ".join(job.overrides)
-    own = [s["commit"] for s in result.info.config_sources or [] if s["provider"] == "main"]
-    commit = own[0] if own else git_commit(str(config_dir().parent))
-    if commit:
-        tags["mlflow.source.git.commit"] = commit
-    return tags
 
 
 def _write_batches(folder: Path, table: str, result: RunResult, label: str) -> None:

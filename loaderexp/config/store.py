@@ -36,3 +36,5 @@ def register_configs() -> None:
         store.store(group=group, name=f"base_{group}", node=structured(schema))
     for name, schema in BACKEND_OPTIONS.items():
         store.store(group="backend", name=f"base_backend_{name}", node=structured(schema))
+    # config.yaml selects hydra/sweeper=grid; its plugin's module stores that option when imported
+    import hydra_plugins.loaderexp_grid.grid_sweeper  # noqa: F401

@@ -9,6 +9,7 @@ shows as wall without CPU).
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -78,11 +79,22 @@ class StageProfile:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "StageProfile":
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["stages"] = [Stage(**stage) for stage in data.get("stages", [])]
-        values["lighter"] = [Lighter(**each) for each in data.get("lighter", [])]
-        return cls(**values)
+        return _typed(cls, data)
 
     def without(self, stage: str) -> Optional[Lighter]:
         return next((each for each in self.lighter if each.stage == stage), None)
+
+
+def _typed(cls: type, data: dict[str, Any]) -> Any:
+    """A record read back by its declared fields (a list of records as those records); keys a later
+    version wrote and this one does not know are left out, fields an older one did not write take
+    their defaults."""
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for each in dataclasses.fields(cls):
+        if each.name not in data:
+            continue
+        value, item = data[each.name], typing.get_args(hints[each.name])
+        nested = item[0] if typing.get_origin(hints[each.name]) is list and dataclasses.is_dataclass(item[0]) else None
+        values[each.name] = [_typed(nested, v) for v in value] if nested else value
+    return cls(**values)

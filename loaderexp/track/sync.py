@@ -16,7 +16,7 @@ from typing import Optional
 
 from loaderexp.report import load_results
 from loaderexp.result import NUM_WORKERS, TRACKING_EXPERIMENT, TRACKING_URI, Status
-from loaderexp.track.tracker import MlflowTracker, close_stale_runs, host_tags, log_result
+from loaderexp.track.tracker import MlflowTracker, close_stale_runs, log_result, opening_tags
 
 
 def sync(sweep_dir: Path, uri: Optional[str] = None, experiment: Optional[str] = None) -> int:
@@ -30,9 +30,7 @@ def sync(sweep_dir: Path, uri: Optional[str] = None, experiment: Optional[str] =
     tracker = MlflowTracker(uri, experiment)
     parent_id = _parent(tracker, sweep_dir)
     for folder, result in pending:
-        tags = host_tags(result.host)
-        tags.update({"loaderexp.config_hash": result.config_hash, "loaderexp.output_dir": str(folder),
-                     "loaderexp.imported": "true"})
+        tags = {**opening_tags(result, folder), "loaderexp.imported": "true"}
         if _run(tracker, result.run_id) is None:
             # The run was never created (or lives in another store): make it now.
             name = f"{NUM_WORKERS}={result.params.get(NUM_WORKERS)} ({folder.name})"

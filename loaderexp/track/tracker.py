@@ -239,6 +239,21 @@ def host_tags(host: HostFacts) -> dict[str, Any]:
     return {f"host.{k}": v for k, v in host.to_dict().items()}
 
 
+def opening_tags(result: RunResult, output_dir: Path, overrides: Optional[Sequence[str]] = None,
+                 config_root: Optional[str] = None) -> dict[str, Any]:
+    """A job's run tags when it opens: the host, the configuration's hash and folder, its overrides and the
+    commit of the config folder it was composed from (``mlflow.source.git.commit``), where one is known."""
+    tags = {**host_tags(result.host), "loaderexp.config_hash": result.config_hash,
+            "loaderexp.output_dir": str(output_dir)}
+    if overrides is not None:  # a job's (an import's are in its result.json)
+        tags["loaderexp.overrides"] = " ".join(overrides)
+    own = [s["commit"] for s in result.info.config_sources or [] if s["provider"] == "main"]
+    commit = own[0] if own else (git_commit(config_root) if config_root else None)
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
 def log_result(tracker: MlflowTracker, run_id: str, result: RunResult, folder: Path) -> None:
     """A finished job's params, metrics, tags and files, then its final status."""
     tags: dict[str, Any] = {f"info.{k}": v for k, v in result.info.to_dict().items() if k != "traceback"}
