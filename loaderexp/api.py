@@ -75,9 +75,10 @@ def _in_main_process(name: str) -> None:
 def unguarded_call() -> Optional[str]:
     """``file:line`` when loaderexp is called from a script run as ``__main__`` (a file, not a notebook, a REPL
     or stdin) by a top-level statement outside an ``if __name__ == "__main__":`` block; None otherwise."""
-    main = sys.modules.get("__main__")
+    import __main__ as main
+
     path = getattr(main, "__file__", None)
-    if main is None or not path or not os.path.isfile(path):
+    if not path or not os.path.isfile(path):
         return None
     frame = sys._getframe(1)
     while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
@@ -132,9 +133,10 @@ def _from_a_notebook_or_a_pipe() -> Iterator[None]:
     ``<stdin>`` that is no file, and the start fails: the name is hidden while loaderexp starts its processes
     (a dataset defined there travels by value, :mod:`loaderexp.data.objects`).  Without Python logging set
     up (a notebook), the wait for a host another measurement holds is said on stderr, not in silence."""
-    main = sys.modules.get("__main__")
+    import __main__ as main
+
     path = getattr(main, "__file__", None)
-    hidden = main is not None and path is not None and not os.path.isfile(path)
+    hidden = path is not None and not os.path.isfile(path)
     if hidden:
         del main.__file__
     waits = logging.getLogger("loaderexp.execute.host_lock")

@@ -15,8 +15,8 @@ EPOCH = BudgetSpec(mode="epochs", warmup_batches=0, epochs=1)
 
 def measure_delivery(sampler, dataset, batch_size=8, drop_last=False, num_workers=0, wrap=lambda loader: loader):
     recorder = RecordingBatchSampler(sampler, batch_size, drop_last)
-    dataset, extra = instrumented(dataset, recorder, num_workers)
-    loader = DataLoader(dataset, num_workers=num_workers, **extra)
+    parts = instrumented(dataset, recorder, num_workers)
+    loader = DataLoader(parts.dataset, num_workers=num_workers, **parts.arguments())
     delivery = DeliveryTracker(recorder=recorder, dataset_length=len(dataset), batch_size=batch_size,
                                drop_last=drop_last, in_order=True, num_workers=num_workers)
     run_repeat(wrap(loader), EPOCH, delivery)
@@ -106,8 +106,8 @@ def test_batches_are_tagged_only_when_they_come_from_workers():
     data = dataset(20)
     for workers, tagged in ((0, False), (2, True)):
         recorder = RecordingBatchSampler(SequentialSampler(data), 8, False)
-        wrapped, extra = instrumented(data, recorder, workers)
-        batch = next(iter(DataLoader(wrapped, num_workers=workers, **extra)))
+        parts = instrumented(data, recorder, workers)
+        batch = next(iter(DataLoader(parts.dataset, num_workers=workers, **parts.arguments())))
         tracker = DeliveryTracker(recorder=recorder, dataset_length=20, batch_size=8, drop_last=False, in_order=True,
                                   num_workers=workers)
         tracker.start_epoch()

@@ -91,17 +91,15 @@ def collate_for(loader: LoaderConfig, dataset: Any) -> Optional[Callable]:
 
 
 def build_loader(dataset: Dataset, sampler: Optional[Sampler], loader: LoaderConfig,
-                 collate_fn: Optional[Callable] = None, **extra: Any) -> DataLoader:
+                 collate_fn: Optional[Callable] = None, batch_sampler: Optional[Sampler] = None) -> DataLoader:
     """A DataLoader from the loader spec: each of its fields is the DataLoader argument of that name
     (``LoaderConfig``), so a new knob needs no code here; None keeps DataLoader's own default.
     Functions are given as dotted paths and imported here; ``collate_fn`` (a DataModule's) replaces
-    ``loader.collate_fn``'s when given."""
+    ``loader.collate_fn``'s when given.  A ``batch_sampler`` batches (and drops the last batch) itself."""
     kwargs = {f.name: getattr(loader, f.name) for f in dataclasses.fields(loader)}
     kwargs = {k: v.value if isinstance(v, Enum) else v for k, v in kwargs.items()}
-    kwargs["sampler"] = sampler
-    kwargs["worker_init_fn"] = callable_at(kwargs["worker_init_fn"])
-    kwargs["collate_fn"] = collate_fn or callable_at(kwargs["collate_fn"])
-    if "batch_sampler" in extra:  # it batches (and drops the last batch) itself
-        kwargs.update(batch_size=1, drop_last=False)
-    kwargs.update(extra)
+    kwargs.update(sampler=sampler, worker_init_fn=callable_at(loader.worker_init_fn),
+                  collate_fn=collate_fn or callable_at(loader.collate_fn))
+    if batch_sampler is not None:
+        kwargs.update(batch_sampler=batch_sampler, batch_size=1, drop_last=False)
     return DataLoader(dataset, **kwargs)

@@ -25,7 +25,9 @@ BORROWED: dict[int, "Borrowed"] = {}
 class Borrowed:
     sampler: Any  # train_dataloader()'s sampler (a shuffling DataLoader's RandomSampler, or the user's)
     collate_fn: Optional[Callable]  # None: DataLoader's default_collate
-    baseline: dict[str, Any]  # the DataModule's own DataLoader knobs, as recorded
+    baseline: dict[str, Any]  # the DataModule's own DataLoader knobs, as recorded (info.datamodule_baseline)
+    batch_size: Optional[int]  # train_dataloader()'s
+    datamodule: str  # module.Class
 
 
 def is_datamodule(value: Any) -> bool:
@@ -51,7 +53,8 @@ def borrow(datamodule: Any) -> Dataset:
                 "persistent_workers": loader.persistent_workers, "drop_last": loader.drop_last,
                 "sampler": type(sampler).__name__, "collate_fn": _name(collate) if collate else "default_collate",
                 "datamodule": f"{type(datamodule).__module__}.{name}"}
-    BORROWED[id(loader.dataset)] = Borrowed(sampler, collate, baseline)
+    BORROWED[id(loader.dataset)] = Borrowed(sampler, collate, baseline, loader.batch_size,
+                                            f"{type(datamodule).__module__}.{name}")
     return loader.dataset
 
 
@@ -73,14 +76,14 @@ def check_borrowed(dataset: Any, loader: LoaderConfig, sampler_name: Optional[st
     found = borrowed(dataset)
     if found is None:
         return []
-    size = found.baseline["batch_size"]
+    size = found.batch_size
     if loader.batch_size != size:
-        raise ValueError(f"loader.batch_size={loader.batch_size}, but {found.baseline['datamodule']}.train_dataloader()"
+        raise ValueError(f"loader.batch_size={loader.batch_size}, but {found.datamodule}.train_dataloader()"
                          f" batches {size} samples: set loader.batch_size={size} to measure it as it trains, or "
                          "let the DataModule take loaderexp's (dataset.batch_size=${loader.batch_size}, as the "
                          "preset does)")
     if sampler_name != "datamodule":
-        return [f"sampler={sampler_name} replaces the DataModule's own {found.baseline['sampler']}: "
+        return [f"sampler={sampler_name} replaces the DataModule's own {type(found.sampler).__name__}: "
                 "sampler=datamodule measures it"]
     return []
 

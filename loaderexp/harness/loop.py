@@ -64,7 +64,7 @@ def run_windows(
     clock: Clock = time.perf_counter,
     on_batch: Optional[Callable[[int], None]] = None,
     another: Optional[Another] = None,
-    probe: Optional["Probe"] = None,
+    probe: Optional[Probe] = None,
 ) -> list[RepeatTiming]:
     """Measure consecutive windows of one stream of batches under ``budget``.
 
@@ -100,7 +100,7 @@ class Stream:
 
     def __init__(self, loader: Iterable, budget: BudgetSpec, delivery: DeliveryTracker, process: Optional[Process],
                  clock: Clock, on_batch: Optional[Callable[[int], None]], another: Optional[Another],
-                 probe: Optional["Probe"] = None):
+                 probe: Optional[Probe] = None):
         self.loader, self.budget, self.delivery, self.process = loader, budget, delivery, process
         self.clock, self.on_batch, self.another = clock, on_batch, another
         self.windows: list[RepeatTiming] = []

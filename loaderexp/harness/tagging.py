@@ -11,6 +11,7 @@ right after the sampler yields its indices.
 from __future__ import annotations
 
 from array import array
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
 from torch.utils.data import BatchSampler, Dataset, Sampler, default_collate, default_convert
@@ -160,13 +161,28 @@ def tags_batches(num_workers: int) -> bool:
     return num_workers > 0
 
 
+@dataclass
+class Instrumented:
+    """The dataset and the DataLoader arguments that let :class:`DeliveryTracker` check delivery: the
+    recorder as the sampler (batch_size=None) or the batch sampler, and a collate that tags each batch."""
+
+    dataset: Dataset
+    sampler: Optional[Sampler] = None
+    batch_sampler: Optional[Sampler] = None
+    collate_fn: Optional[Callable] = None  # None: the loader's own
+
+    def arguments(self) -> dict[str, Any]:
+        """The DataLoader keyword arguments it sets."""
+        given = {"sampler": self.sampler, "batch_sampler": self.batch_sampler, "collate_fn": self.collate_fn}
+        return {name: value for name, value in given.items() if value is not None}
+
+
 def instrumented(
     dataset: Dataset, recorder: RecordingBatchSampler, num_workers: int, collate: Optional[Callable] = None
-) -> tuple[Dataset, dict[str, Any]]:
-    """The dataset and the DataLoader arguments that let :class:`DeliveryTracker` check delivery."""
+) -> Instrumented:
     prebatched = recorder.prebatched  # batch_size=None: the recorder is the sampler, collate only converts
-    extra: dict[str, Any] = {"sampler" if prebatched else "batch_sampler": recorder}
+    sampled = Instrumented(dataset, sampler=recorder) if prebatched else Instrumented(dataset, batch_sampler=recorder)
     if tags_batches(num_workers):
-        extra["collate_fn"] = IndexedCollate(collate or (default_convert if prebatched else default_collate))
-        return IndexedDataset(dataset, prebatched), extra
-    return dataset, extra
+        sampled.dataset = IndexedDataset(dataset, prebatched)
+        sampled.collate_fn = IndexedCollate(collate or (default_convert if prebatched else default_collate))
+    return sampled

@@ -29,9 +29,9 @@ class DataLoaderStack(LoadingStack):
         if iterable:
             return build_loader(dataset, None, loader, collate), None
         recorder = RecordingBatchSampler(sampler, loader.batch_size, loader.drop_last)
-        dataset, extra = instrumented(dataset, recorder, loader.num_workers, collate)
-        return build_loader(dataset, extra.pop("sampler", None), loader, extra.pop("collate_fn", collate),
-                            **extra), recorder
+        parts = instrumented(dataset, recorder, loader.num_workers, collate)
+        return build_loader(parts.dataset, parts.sampler, loader, parts.collate_fn or collate,
+                            batch_sampler=parts.batch_sampler), recorder
 
 
 STACK = DataLoaderStack
