@@ -10,6 +10,7 @@ parallel jobs and interrupted builds never see half a data set, and nothing plan
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import json
@@ -18,6 +19,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -27,11 +29,19 @@ log = logging.getLogger("loaderexp")
 MARKER = "loaderexp-generated.json"
 
 
+@dataclass
+class Built:
+    """The marker a generated data set carries: what it is (the generator's arguments) and how it was made."""
+
+    identity: dict[str, Any]
+    details: dict[str, Any] = field(default_factory=dict)  # the generator's own figures, and the build's seconds
+
+
 def read_identity(folder: Path) -> dict[str, Any] | None:
     marker = folder / MARKER
     if not marker.is_file():
         return None
-    return json.loads(marker.read_text())["identity"]
+    return Built(**json.loads(marker.read_text())).identity
 
 
 def build_once(folder: Path, identity: Mapping[str, Any], write: Callable[[Path], Mapping[str, Any]]) -> str:
@@ -53,9 +63,8 @@ def build_once(folder: Path, identity: Mapping[str, Any], write: Callable[[Path]
         try:
             tmp = private / folder.name
             started = time.perf_counter()
-            details = dict(write(tmp))
-            details["seconds"] = round(time.perf_counter() - started, 2)
-            (tmp / MARKER).write_text(json.dumps({"identity": identity, "details": details}, indent=2))
+            details = {**write(tmp), "seconds": round(time.perf_counter() - started, 2)}
+            (tmp / MARKER).write_text(json.dumps(dataclasses.asdict(Built(identity, details)), indent=2))
             shutil.rmtree(folder, ignore_errors=True)
             tmp.rename(folder)
         finally:

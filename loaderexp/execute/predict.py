@@ -10,7 +10,6 @@ written by :mod:`loaderexp.track.sweep`), the profile and the measured runs in i
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -22,8 +21,8 @@ from loaderexp.model.knee import plan
 from loaderexp.result import IGNORED_PARAMS, NUM_WORKERS, RESULT_FILE, TOLERANCE, RunResult, Status
 from loaderexp.result import metrics as M
 from loaderexp.result.ceiling import machine_of
+from loaderexp.result.sweep_record import SweepRecord
 
-SWEEP_RECORD = "sweep.json"  # the sweep's record: its MLflow parent, its axes and its jobs (track.sweep writes it)
 
 
 def _workers_and_rest(overrides: list[str]) -> tuple[Optional[int], tuple[str, ...]]:
@@ -39,10 +38,8 @@ def _workers_and_rest(overrides: list[str]) -> tuple[Optional[int], tuple[str, .
 
 def grid_values(sweep_dir: Path, overrides: list[str]) -> list[int]:
     """The worker counts of the grid's jobs that differ from this one in num_workers only."""
-    try:
-        jobs = json.loads((sweep_dir / SWEEP_RECORD).read_text()).get("jobs") or []
-    except (OSError, ValueError):
-        return []
+    record = SweepRecord.read(sweep_dir)
+    jobs = record.jobs if record is not None else []
     _, mine = _workers_and_rest(overrides)
     found = [_workers_and_rest(job) for job in jobs]
     return sorted({w for w, rest in found if w is not None and rest == mine})

@@ -79,7 +79,7 @@ class Search:
         Raises ConfigError for a configuration the run would refuse."""
         cfg = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
         with open_dict(cfg):
-            del cfg["hydra"]  # a job's own fields (hydra.job.num) are not set until it is launched
+            del cfg.hydra  # a job's own fields (hydra.job.num) are not set until it is launched
         spec = composed_spec(cfg)
         checked(spec, cuda_available=True, cpus=usable_cpus(), targets=False)  # CUDA: the job knows and says
         loader, _ = without_inapplicable(spec.loader)

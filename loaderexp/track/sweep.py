@@ -9,7 +9,6 @@ unreachable store stops the sweep before anything is measured, instead of losing
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -23,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from loaderexp.config import ConfigError, check_tracking, composed_spec
 from loaderexp.config.schema import TrackingConfig
 from loaderexp.result import RESULT_FILE, RunResult, Status
-from loaderexp.execute.predict import SWEEP_RECORD  # the jobs read it back: execute owns its name
+from loaderexp.result.sweep_record import SweepRecord
 from loaderexp.track.launchers import check_launcher
 from loaderexp.track.stores import refuse_credentials_in_uri
 from loaderexp.track.sweep_end import SweepState, finish_sweep
@@ -65,13 +64,11 @@ def identity(sweep_dir: Path) -> SweepState:
     its record in the sweep folder describes (an empty state when there is none)."""
     if STATE.sweep_dir is not None and Path(STATE.sweep_dir) == Path(sweep_dir):
         return STATE
-    record = Path(sweep_dir) / SWEEP_RECORD
-    try:
-        saved = json.loads(record.read_text())
-    except (OSError, ValueError):
+    saved = SweepRecord.read(sweep_dir)
+    if saved is None:
         return SweepState()
-    return SweepState(total=saved.get("total"), swept_keys=tuple(saved.get("swept_keys") or ()),
-                      parent_run_id=saved.get("parent_run_id"), sweep_dir=Path(sweep_dir))
+    return SweepState(total=saved.total, swept_keys=tuple(saved.swept_keys), parent_run_id=saved.parent_run_id,
+                      sweep_dir=Path(sweep_dir))
 
 
 class SweepCallback(Callback):
@@ -147,11 +144,11 @@ def _open_parent(spec: Any, config: DictConfig, grid_text: str) -> str:
     size = f"search, at most {STATE.total} trials" if STATE.search else f"{STATE.total} jobs"
     described = {"loaderexp.command": " ".join(["python -m loaderexp -m", *config.hydra.overrides.task]),
                  "loaderexp.grid": grid_text, "loaderexp.jobs": str(STATE.total)}
-    record = STATE.sweep_dir / SWEEP_RECORD
-    previous = json.loads(record.read_text()) if spec.resume and record.is_file() else {}
-    if previous.get("uri") == tracking.uri and previous.get("experiment") == tracking.experiment:
+    previous = SweepRecord.read(STATE.sweep_dir) if spec.resume else None
+    if previous is not None and (previous.uri, previous.experiment) == (tracking.uri, tracking.experiment) \
+            and previous.parent_run_id:
         # Resuming: the sweep stays one parent run, its new children join the old ones.
-        parent = previous["parent_run_id"]
+        parent = previous.parent_run_id
         closed = close_stale_runs(tracker, parent)
         if closed:
             log.info("resume: %d run(s) a killed sweep left RUNNING are now KILLED", closed)
@@ -166,7 +163,5 @@ def _open_parent(spec: Any, config: DictConfig, grid_text: str) -> str:
 
 def _write_record(tracking: TrackingConfig) -> None:
     """What each job needs to know of its sweep, wherever the launcher runs it."""
-    STATE.sweep_dir.mkdir(parents=True, exist_ok=True)
-    (STATE.sweep_dir / SWEEP_RECORD).write_text(json.dumps({
-        "uri": tracking.uri, "experiment": tracking.experiment, "parent_run_id": STATE.parent_run_id,
-        "total": STATE.total, "swept_keys": list(STATE.swept_keys), "jobs": STATE.jobs or []}, indent=2))
+    SweepRecord(tracking.uri, tracking.experiment, STATE.parent_run_id, STATE.total, list(STATE.swept_keys),
+                STATE.jobs or []).write(STATE.sweep_dir)
