@@ -108,7 +108,9 @@ def wait_until_a_job_measures(proc: subprocess.Popen, store: str, finished: int 
 
     deadline = time.time() + timeout
     while True:
-        assert proc.poll() is None, "the sweep ended before a job measured"
+        if proc.poll() is not None:
+            said = proc.stderr.read()[-2000:] if proc.stderr else ""
+            raise AssertionError(f"the sweep ended (exit {proc.returncode}) before a job measured: {said}")
         assert time.time() < deadline, "no job measured in time"
         client = MlflowClient(store)
         experiment = client.get_experiment_by_name("loaderexp") if os.path.exists(store.removeprefix("sqlite:///")) \

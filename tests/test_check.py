@@ -51,6 +51,21 @@ def check(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=300, env={**os.environ, "HYDRA_FULL_ERROR": "0"})
 
 
+HOST_MOVED = "cannot compare: the host was"  # the check declines: other processes' load differed (exit 2)
+TRIES = 3
+
+
+def compared(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The check, run again (up to TRIES times) while it declines because the host's other load moved between
+    the baseline and now: on a shared host (CI's) that is its honest answer, not the loader's; when it never
+    compares, the test is skipped, saying so."""
+    for _ in range(TRIES):
+        done = check(*args, cwd=cwd)
+        if not (done.returncode == 2 and HOST_MOVED in done.stdout):
+            return done
+    pytest.skip(f"the host's other load kept moving: {done.stdout.strip().splitlines()[-1]}")
+
+
 @pytest.fixture
 def baseline(data_root, tmp_path) -> Path:
     code = tmp_path / "code"
@@ -65,11 +80,11 @@ def baseline(data_root, tmp_path) -> Path:
 @pytest.mark.slow
 def test_an_unchanged_loader_passes_ten_times_and_a_slower_one_fails(baseline, tmp_path):
     for attempt in range(10):
-        done = check("--baseline", str(baseline), "--out", str(tmp_path / f"check{attempt}"), cwd=tmp_path)
+        done = compared("--baseline", str(baseline), "--out", str(tmp_path / f"check{attempt}"), cwd=tmp_path)
         assert done.returncode == 0, f"attempt {attempt}: {done.stdout}{done.stderr[-2000:]}"
         assert "OK" in done.stdout and "95% CI" in done.stdout
     write_dataset(tmp_path / "code", 0.003)  # a change to the dataset: every sample 50% slower
-    done = check("--baseline", str(baseline), "--out", str(tmp_path / "slower"), cwd=tmp_path)
+    done = compared("--baseline", str(baseline), "--out", str(tmp_path / "slower"), cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr[-2000:]
     assert "REGRESSION: throughput fell by more than 5% with 95% confidence" in done.stdout
     change = next(line for line in done.stdout.splitlines() if line.strip().startswith("change"))
@@ -97,7 +112,7 @@ def test_a_sweep_folder_or_its_mlflow_parent_run_is_a_baseline(data_root, tmp_pa
     done = run_cli(["-m", *settings, "loader.num_workers=1,2", f"dataset.python_path={code}", "bench.confirm_s=0",
                     f"tracking.uri={uri}", f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    done = check("--baseline", str(sweep), "--out", str(tmp_path / "a"), cwd=tmp_path)
+    done = compared("--baseline", str(sweep), "--out", str(tmp_path / "a"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert "num_workers=2" in done.stdout  # the sweep's pick is what is measured again
     parent = json.loads((sweep / "sweep.json").read_text())["parent_run_id"]
@@ -107,7 +122,7 @@ def test_a_sweep_folder_or_its_mlflow_parent_run_is_a_baseline(data_root, tmp_pa
     assert exported.returncode == 0, exported.stderr[-2000:]
     assert (tmp_path / "tuned" / "loader.yaml").read_text() == (sweep / "export" / "loader.yaml").read_text().replace(
         f"from the sweep {sweep} (MLflow parent run {parent})", f"from the sweep MLflow run {parent} ({uri})")
-    done = check("--baseline", parent, "--uri", uri, "--out", str(tmp_path / "b"), cwd=tmp_path)
+    done = compared("--baseline", parent, "--uri", uri, "--out", str(tmp_path / "b"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert "num_workers=2" in done.stdout
 

@@ -139,7 +139,7 @@ def test_the_readme_is_a_front_page():
     assert len(readme.splitlines()) <= 160
     first, second = re.findall(r"```bash\n(.*?)\n```", readme, re.S)[:2]
     assert first.startswith("python3 -m venv .venv") and "./multirun.sh" in first
-    assert second == 'python3 -m venv .venv && .venv/bin/pip install -e ".[dev]" && .venv/bin/python -m pytest'
+    assert second == 'python3 -m venv .venv && .venv/bin/pip install -e ".[dev]" && .venv/bin/python -m pytest -n 2'
     assert second in (REPO / ".ci" / "run").read_text()  # CI runs the README's test command
 
 

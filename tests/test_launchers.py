@@ -106,9 +106,10 @@ def test_a_sweep_through_slurm_gets_a_whole_node_per_job(tmp_path, data_root):
         pytest.skip(f"SLURM: {available()}")
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     with one_node_cluster() as slurm_env:
+        # A host lock of its own: another test measuring on this host (pytest-xdist) is not SLURM's to keep apart.
         proc = run_cli(["-m", "hydra/launcher=slurm", *TINY, "loader.num_workers=0,1", f"tracking.uri={store}",
                         "tracking.experiment=slurm", f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=tmp_path,
-                       env=slurm_env)
+                       env={**slurm_env, "LOADEREXP_HOST_LOCK": str(tmp_path / "host.lock")})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2 of 2 jobs recorded" in proc.stdout
     scripts = list((tmp_path / "sweep" / ".submitit").rglob("*_submission.sh"))
