@@ -164,7 +164,7 @@ def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], kinds: C
         _fmt(m.get(M.H2D_GBPS), 2) if m.get(M.H2D_MEASURED) else "n/m",
         f"({m[M.PSS_FORECAST]:,.0f})" if r.status is Status.PREDICTED and M.PSS_FORECAST in m else _fmt(m.get(M.PSS), 0),
         *([_fmt(m.get(M.OTHERS_CPU), 1)] if others else []),
-        {True: "ok", False: "FAILED", None: "-"}[r.info.delivery_ok],
+        {True: "ok", False: "broken", None: "-"}[r.info.delivery_ok],  # not a run status: samples lost or repeated
     ]
 
 
