@@ -5,12 +5,34 @@ Optuna is imported here only, when a search runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from loaderexp.result import RunResult
 from loaderexp.search.space import FloatDimension, IntDimension, SpaceError
+
+
+@dataclass
+class TrialNote:
+    """What loaderexp keeps on each Optuna trial it launched (its user attributes), so a resumed study knows
+    its jobs: the job's number, what it measured (the effective configuration's key) and its rate."""
+
+    job: int
+    key: str
+    rate: Optional[float] = None  # None: the trial failed or is still running
+
+    def save(self, trial: Any) -> None:
+        for name, value in asdict(self).items():
+            if value is not None:
+                trial.set_user_attr(name, value)
+
+    @classmethod
+    def of(cls, trial: Any) -> Optional[TrialNote]:
+        """The note on ``trial``; None for a trial loaderexp never launched (rejected, or repeated)."""
+        names = {each.name for each in fields(cls)}
+        saved = {name: value for name, value in trial.user_attrs.items() if name in names}
+        return cls(**saved) if {"job", "key"} <= saved.keys() else None
 
 
 @dataclass
@@ -27,10 +49,10 @@ class SearchState:
 
     @classmethod
     def resumed(cls, study: Any, sweep_dir: Path) -> "SearchState":
-        done = [t for t in study.trials if "job" in t.user_attrs]
+        notes = [note for note in map(TrialNote.of, study.trials) if note is not None]
         return cls(results=[RunResult.read(p) for p in sorted(sweep_dir.glob("*/result.json"))],
-                   measured={t.user_attrs["key"]: t.user_attrs["rate"] for t in done if "rate" in t.user_attrs},
-                   job_index=max((t.user_attrs["job"] for t in done), default=-1) + 1, launched=len(done))
+                   measured={note.key: note.rate for note in notes if note.rate is not None},
+                   job_index=max((note.job for note in notes), default=-1) + 1, launched=len(notes))
 
     def counts(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in fields(self) if isinstance(getattr(self, f.name), int)

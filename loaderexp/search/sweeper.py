@@ -43,7 +43,7 @@ from loaderexp.result import RunResult, usable_cpus
 from loaderexp.result import metrics as M
 from loaderexp.model.knee import knee_seeds
 from loaderexp.result.ceiling import model_of
-from loaderexp.search.study import SearchState, distribution, make_sampler
+from loaderexp.search.study import SearchState, TrialNote, distribution, make_sampler
 from loaderexp.search.space import WORKERS, FloatDimension, IntDimension, Space, SpaceError, checked_space
 
 log = logging.getLogger("loaderexp")
@@ -153,15 +153,16 @@ class Search:
             return None
         before = self._standing(state.results)
         result = self._launch(trial, overrides, state.job_index, before[0])
-        trial.set_user_attr("job", state.job_index)
-        trial.set_user_attr("key", key)
+        note = TrialNote(state.job_index, key)
+        note.save(trial)
         state.job_index += 1
         state.launched += 1
         if result is None or not result.finished:
             study.tell(trial, state=TrialState.FAIL)
             return False
         rate = result.metrics[M.THROUGHPUT]
-        trial.set_user_attr("rate", rate)
+        note.rate = rate
+        note.save(trial)
         state.measured[key] = rate
         state.results.append(result)
         for step, value in enumerate(result.info.repeat_rates or []):
