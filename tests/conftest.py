@@ -104,7 +104,7 @@ def wait_until_a_job_measures(proc: subprocess.Popen, store: str, finished: int 
     between two jobs takes from 0.2 s to seconds, with the host's load)."""
     import time
 
-    from mlflow.tracking import MlflowClient
+    from loaderexp.track.stores import client
 
     deadline = time.time() + timeout
     while True:
@@ -112,11 +112,13 @@ def wait_until_a_job_measures(proc: subprocess.Popen, store: str, finished: int 
             said = proc.stderr.read()[-2000:] if proc.stderr else ""
             raise AssertionError(f"the sweep ended (exit {proc.returncode}) before a job measured: {said}")
         assert time.time() < deadline, "no job measured in time"
-        client = MlflowClient(store)
-        experiment = client.get_experiment_by_name("loaderexp") if os.path.exists(store.removeprefix("sqlite:///")) \
-            else None
+        # Opened as loaderexp opens it (under the store's lock): a client opened while the sweep creates the file
+        # would run MLflow's schema migrations on it at the same time.
+        experiment = client(store).get_experiment_by_name("loaderexp") \
+            if os.path.exists(store.removeprefix("sqlite:///")) else None
         if experiment is not None:
-            jobs = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("mlflow.parentRunId")]
+            jobs = [r for r in client(store).search_runs([experiment.experiment_id])
+                    if r.data.tags.get("mlflow.parentRunId")]
             statuses = [r.info.status for r in jobs]
             if statuses.count("FINISHED") >= finished and "RUNNING" in statuses:
                 time.sleep(0.3)  # into its measurement

@@ -20,6 +20,8 @@ CPUS = len(os.sched_getaffinity(0))
 # 0 to 8x the CPUs, denser below the cores (benchmarks/known_rate.py measures every count; each here costs ~10 s)
 WORKERS = sorted({0, 1, 2, 3, CPUS, 2 * CPUS, 3 * CPUS, 4 * CPUS, 6 * CPUS, 8 * CPUS})
 TOLERANCE = 0.03
+# It compares loaderexp's rate with bare loops run just before and after it (which take no host lock): alone.
+pytestmark = pytest.mark.quiet_host
 
 
 ATTEMPTS = 3  # fresh triples (bare, loaderexp, bare): a bias shows in every one, the host's moment not
