@@ -48,13 +48,13 @@ def borrow(datamodule: Any) -> Dataset:
     sampler = getattr(batches, "sampler", None) if batches is not None else loader.sampler
     collate = None if loader.collate_fn is default_collate else loader.collate_fn
     workers = loader.num_workers
+    qualified = f"{type(datamodule).__module__}.{name}"
     baseline = {"batch_size": loader.batch_size, "num_workers": workers, "pin_memory": loader.pin_memory,
                 "prefetch_factor": loader.prefetch_factor if workers else None,
                 "persistent_workers": loader.persistent_workers, "drop_last": loader.drop_last,
                 "sampler": type(sampler).__name__, "collate_fn": _name(collate) if collate else "default_collate",
-                "datamodule": f"{type(datamodule).__module__}.{name}"}
-    BORROWED[id(loader.dataset)] = Borrowed(sampler, collate, baseline, loader.batch_size,
-                                            f"{type(datamodule).__module__}.{name}")
+                "datamodule": qualified}
+    BORROWED[id(loader.dataset)] = Borrowed(sampler, collate, baseline, loader.batch_size, qualified)
     return loader.dataset
 
 
