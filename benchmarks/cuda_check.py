@@ -118,7 +118,7 @@ def sweep_row(workers: int, pin: bool, prefetch: bool) -> dict:
           f"{m.metrics.get('step_ms_mean', float('nan')):>8.2f} {m.metrics['pinned_fraction']:>6.2f} "
           f"{m.metrics.get('gpu_util_percent_mean', float('nan')):>5.0f} {100 * m.metrics['stall_fraction']:>6.1f}  "
           f"{m.info.bound}")
-    return {**m.metrics, **{f"info.{k}": v for k, v in m.info.items()}}
+    return {**m.metrics, **{f"info.{k}": v for k, v in m.info.to_dict().items()}}
 
 
 def small_sweep() -> None:
