@@ -73,6 +73,25 @@ def test_the_cores_efficiency_scales_the_predictions_and_the_ceiling_stays_a_bou
     assert beaten.failed and beaten.low == beaten.high == pytest.approx(1.2 * alone)  # never below what was seen
 
 
+def test_the_profiles_loops_load_without_the_step_so_they_are_held_against_the_loading_limits_alone():
+    """On a GPU, a training step of 10 ms a batch bounds the run far below what loading alone does: the
+    profile's loops (no step, no copy) beating the step's limit is not a model failure (an H200 sweep said so
+    of every run), but a loop beating what loading allows is, and the failure says which loop."""
+    plain = CeilingModel(profile(), Machine(cores=4, batch_size=10))
+    loading = plain.ceiling().rate
+    stepped = CeilingModel(profile(all_cores_rate=0.9 * loading, worker_cpu_spread=0.01),
+                           Machine(cores=4, batch_size=10, step_s_per_batch=0.01, copy_gb_per_s=10.0))
+    assert stepped.ceiling().name == "step" and stepped.ceiling().rate < 0.9 * loading
+    bound = stepped.ceiling_range({"num_workers=2": 900.0})
+    assert not bound.failed and bound.failure is None and bound.low == 900.0 and bound.seen == "num_workers=2"
+    too_fast = CeilingModel(profile(all_cores_rate=1.5 * loading, worker_cpu_spread=0.01),
+                            Machine(cores=4, batch_size=10, step_s_per_batch=0.01, copy_gb_per_s=10.0))
+    failed = too_fast.ceiling_range({"num_workers=2": 900.0})
+    assert failed.failed and failed.failure.startswith("the profile's loop with 4 workers did") and "CPU" in failed.failure
+    beaten = stepped.ceiling_range({"num_workers=4": 1.5 * stepped.ceiling().rate})
+    assert beaten.failed and beaten.failure.startswith("num_workers=4 did") and "step" in beaten.failure
+
+
 def test_without_workers_one_process_can_be_the_ceiling():
     """Cheap samples: passing a batch between processes costs more than making it, and one process is fastest."""
     cheap = CeilingModel(profile(single_cpu_s=0.00001, single_wall_s=0.00001, main_cpu_s_per_batch=0.01),

@@ -59,6 +59,7 @@ class CeilingRange:
     uncertainty: float  # the high end's relative uncertainty (included in ``high``)
     failed: bool = False  # something ran faster than the costs allow, beyond their uncertainty: the model is off
     # (then ``high`` is what was seen: the ceiling is never below a measured rate)
+    failure: Optional[str] = None  # what ran faster than which bound, when it failed
 
     def text(self) -> str:
         if self.failed:
@@ -204,16 +205,39 @@ class CeilingModel:
 
     def ceiling_range(self, seen: Optional[dict[str, float]] = None) -> CeilingRange:
         """The ceiling as a range: at most the binding limit (its uncertainty included), at least the best rate
-        seen, from the profile's all-cores loop and ``seen`` (the sweep's runs: what reached it -> samples/s)."""
+        seen (``seen``: the sweep's runs, what reached it -> samples/s).  The profile's loops load without a step
+        or a copy to the device: they are seen rates of the run's own loop only when the run has neither, and
+        otherwise are held against the loading limits alone."""
         limit, u = self.ceiling(), self.uncertainty()
-        candidates = {"the profile's loop without workers": self.one_process().rate}
+        loops = {"the profile's loop without workers": 1.0 / self.single_wall_s}
         rates = self.lighter.all_cores_rate if self.lighter is not None else self.profile.all_cores_rate
         if rates and (self.lighter is not None or not self.left_out):
-            candidates[f"the profile's loop with {self.profile.cores:g} workers"] = rates
-        candidates.update(seen or {})
+            loops[f"the profile's loop with {self.profile.cores:g} workers"] = rates
+        m = self.machine
+        loads_only = not m.step_s_per_batch and not m.copy_gb_per_s
+        candidates = {**(loops if loads_only else {}), **(seen or {})} or loops
         where, best = max(candidates.items(), key=lambda item: item[1])
         high = limit.rate * (1 + u)
-        return CeilingRange(low=best, high=max(high, best), limit=limit, seen=where, uncertainty=u, failed=best > high)
+        over = self._over(where, best, limit, high)
+        if over is None and not loads_only:  # the loops against what loading alone allows
+            loading = self.with_machine(step_s_per_batch=None, copy_gb_per_s=None)
+            loop, rate = max(loops.items(), key=lambda item: item[1])
+            lo_limit = loading.ceiling()
+            over = self._over(loop, rate, lo_limit, lo_limit.rate * (1 + loading.uncertainty()))
+        if not loads_only and not seen:  # nothing with the step was seen: at most the bound
+            best = min(best, high)
+        return CeilingRange(low=best, high=max(high, best), limit=limit, seen=where, uncertainty=u,
+                            failed=over is not None, failure=over)
+
+    @staticmethod
+    def _over(where: str, rate: float, limit: Limit, high: float) -> Optional[str]:
+        """Why ``rate`` (what ``where`` did) means the model is off, or None when it is within the bound."""
+        if rate <= high:
+            return None
+        return (f"{where} did {rate:,.0f} samples/s, above the model's bound {high:,.0f} ({limit.name}: {limit.how}, "
+                f"+-{100 * (high / limit.rate - 1):.0f}%): the costs the bound rests on were read at a slower moment "
+                "of the host than this, or undercount what the loop really does; the ceiling is taken as at least "
+                "the measured rate")
 
     # -- the curve ----------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from loaderexp.model import CeilingModel
 from loaderexp.model.whatif import what_ifs
 from loaderexp.result import NUM_WORKERS, RunResult
 from loaderexp.result import metrics as M
-from loaderexp.result.ceiling import model_failure, model_of
+from loaderexp.result.ceiling import model_of
 
 DISAGREE = 0.10  # the model and a measurement further apart than this are said to disagree
 
@@ -59,7 +59,7 @@ def limit_lines(model: CeilingModel, runs: Sequence[RunResult] = ()) -> list[str
         lines.append(f"  {limit.name:<13}{rate}  {limit.how}{'' if limit.applies else ' (does not apply)'}{mark}")
     lines.append(f"  The ceiling: {bound.text()}; {ceiling.name} binds: {ceiling.lift}.")
     if bound.failed:
-        lines.append(f"  The model is off: {model_failure(bound.low, model)}.")
+        lines.append(f"  The model is off: {bound.failure}.")
     return lines
 
 

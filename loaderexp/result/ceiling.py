@@ -55,14 +55,5 @@ def ceiling_figures(result: RunResult) -> tuple[dict[str, float], RunFacts]:
                M.PREDICTED: round(predicted, 1), M.MODEL_ERROR: round(predicted / rate - 1, 4)}
     # model_failure is stated either way: a record's keys must not come and go with the host's moment
     facts = RunFacts(ceiling=f"{ceiling.name}: {ceiling.how}", ceiling_binding=ceiling.name, ceiling_lift=ceiling.lift,
-                     model_failure=model_failure(rate, model) if bound.failed else None)
+                     model_failure=bound.failure)
     return metrics, facts
-
-
-def model_failure(rate: float, model: CeilingModel) -> str:
-    """Why a measured rate above the model's bound means the model is off, not the run."""
-    limit = model.ceiling()
-    return (f"measured {rate:,.0f} samples/s, above the model's bound {limit.rate * (1 + model.uncertainty()):,.0f} "
-            f"({limit.name}: {limit.how}, +-{100 * model.uncertainty():.0f}%): the costs the bound rests on were "
-            "read at a slower moment of the host than this run, or undercount what the loop really does; the "
-            "ceiling is taken as at least the measured rate")
