@@ -218,8 +218,18 @@ class TargetNode:
         return self.node.get("default_transform", "none")
 
     def get(self, key: str, default: Any = None) -> Any:
-        """One of the target's arguments (``shuffle`` of a sampler), or ``default``."""
+        """One of the target's arguments, or ``default``."""
         return self.node.get(key, default)
+
+    @property
+    def shuffles(self) -> bool:
+        """A sampler's order is a fresh permutation each epoch: its ``shuffle`` argument, else the random sampler."""
+        return bool(self.node.get("shuffle", self.name == "random"))
+
+    @property
+    def drops_last(self) -> bool:
+        """A sampler leaves out the last incomplete share (its ``drop_last`` argument)."""
+        return bool(self.node.get("drop_last", False))
 
 
 @dataclass(frozen=True)

@@ -73,9 +73,8 @@ def rank_sampler(dataset: Any, sampler: TargetNode, world: int, rank: int, seed:
     """What one rank of a data-parallel job loads: its 1/world share (random: reshuffled with the seed)."""
     from torch.utils.data import DistributedSampler
 
-    shuffle = sampler.get("shuffle", sampler.name == "random")
-    return DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=bool(shuffle), seed=seed,
-                              drop_last=bool(sampler.get("drop_last", False)))
+    return DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=sampler.shuffles, seed=seed,
+                              drop_last=sampler.drops_last)
 
 
 class RankOutcome(NamedTuple):

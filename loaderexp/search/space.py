@@ -101,7 +101,8 @@ def parse_space(arguments: Sequence[str]) -> Space:
 def _dimension(argument: str) -> tuple[str, Optional[Dimension]]:
     matched = INT_RANGE.match(argument.strip())
     if matched:
-        return matched["key"], _int_dimension(matched["key"], int(matched["low"]), int(matched["high"]))
+        key, low, high = matched.group("key", "low", "high")
+        return key, _int_dimension(key, int(low), int(high))
     override = OverridesParser.create().parse_overrides([argument])[0]
     key = override.get_key_element()
     if not override.is_sweep_override():
