@@ -92,6 +92,47 @@ def test_the_profiles_loops_load_without_the_step_so_they_are_held_against_the_l
     assert beaten.failed and beaten.failure.startswith("num_workers=4 did") and "step" in beaten.failure
 
 
+def test_a_runs_own_cpu_per_sample_makes_the_cpu_limit_a_bound_no_run_can_beat():
+    """The profile's short loops read 0.419 ms a sample on a busy moment of a 2-core host and a 2-worker run then
+    did 10% more than 2 cores allow at that cost: the least CPU per sample a run used (its whole tree, over seconds)
+    is what a sample can cost here, and no run can go faster than the cores over its own cost."""
+    machine = Machine(cores=2, batch_size=10)
+    from_profile = CeilingModel(profile(worker_cpu_spread=0.01), machine)
+    assert from_profile.ceiling().name == "CPU"
+    run_rate = 1.1 * from_profile.ceiling().rate * 1.05  # beyond the profile's bound and its uncertainty
+    assert from_profile.ceiling_range({"num_workers=2": run_rate}).failed
+    own_cost = 2 / run_rate * 1.02  # the run used 98% of the 2 cores
+    seen = CeilingModel(profile(worker_cpu_spread=0.01), Machine(cores=2, batch_size=10, cpu_s_per_sample_seen=own_cost))
+    cpu = next(limit for limit in seen.limits() if limit.name == "CPU")
+    assert cpu.rate == pytest.approx(2 / own_cost) and "the least a run of this sweep used" in cpu.how
+    bound = seen.ceiling_range({"num_workers=2": run_rate})
+    assert not bound.failed and bound.low == run_rate and bound.high >= 2 / own_cost
+    pricier = CeilingModel(profile(), Machine(cores=2, batch_size=10, cpu_s_per_sample_seen=0.01))
+    assert "main process's share" in next(l for l in pricier.limits() if l.name == "CPU").how  # the profile's, lower
+    lighter = seen.without("Crop")  # a what-if takes the stage's cost off the run's as well
+    assert next(l for l in lighter.limits() if l.name == "CPU").rate == pytest.approx(2 / (own_cost - 0.0003))
+
+
+def test_the_resource_monitor_reads_the_trees_cpu_per_sample_delivered():
+    """A loop that burns 3 ms of CPU per sample it delivers: the monitor's figure is about that (its own sampling
+    adds a little), its start (before the first sample) left out."""
+    from loaderexp.harness.resources import ResourceMonitor
+
+    delivered = [0]
+    monitor = ResourceMonitor(0.1, samples_read=lambda: delivered[0])
+    with monitor:
+        started = time.thread_time()
+        while time.thread_time() - started < 0.3:  # the start: CPU with no sample delivered, not a sample's cost
+            pass
+        for _ in range(400):
+            begun = time.thread_time()
+            while time.thread_time() - begun < 0.003:
+                pass
+            delivered[0] += 1
+    cost = monitor.stats().cpu_s_per_sample
+    assert cost is not None and 0.0027 < cost < 0.0045, cost
+
+
 def test_without_workers_one_process_can_be_the_ceiling():
     """Cheap samples: passing a batch between processes costs more than making it, and one process is fastest."""
     cheap = CeilingModel(profile(single_cpu_s=0.00001, single_wall_s=0.00001, main_cpu_s_per_batch=0.01),

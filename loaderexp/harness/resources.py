@@ -98,6 +98,8 @@ class ResourceMonitor:
         self._lock = threading.Lock()  # the sampling thread and sample_now() share the tree's state
         self._thread: threading.Thread | None = None
         self._cpu: list[float] = []
+        self._cpu_marks: list[tuple[int, float]] = []  # (samples delivered, the tree's CPU so far) at each reading
+        self._cpu_total = 0.0
         self._pss = self._uss = 0.0
         self._processes = 0
         self._shm_base = shm_used_bytes()
@@ -139,7 +141,21 @@ class ResourceMonitor:
             gpu_memory_used_peak_mb=round(self._gpu_memory / 2**20, 1) if self._gpu_util else None,
             gpu_note=self._gpu_note,
             host_load=self._load.record(),
+            cpu_s_per_sample=self._cpu_per_sample(),
         )
+
+    def _cpu_per_sample(self) -> Optional[float]:
+        """The tree's CPU per sample delivered, from the first reading that saw a batch (the workers' start and
+        imports are before it) to the last; from the start where fewer readings saw batches."""
+        marks = self._cpu_marks
+        if not marks:
+            return None
+        delivering = [i for i, (samples, _) in enumerate(marks) if samples > 0]
+        start = delivering[0] if len(delivering) >= 3 else 0
+        (first_samples, first_cpu), (last_samples, last_cpu) = marks[start], marks[-1]
+        if last_samples <= first_samples:
+            return None
+        return (last_cpu - first_cpu) / (last_samples - first_samples)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -164,6 +180,8 @@ class ResourceMonitor:
         self._load.sample(*self._load_share(used, tree), first)
         if not first and now > self._last_sample:
             self._cpu.append(100.0 * used / (now - self._last_sample))
+        self._cpu_total += 0.0 if first else used
+        self._cpu_marks.append((self._samples_read(), self._cpu_total))
         self._last_sample = now
         if self._gpu is not None:
             self._sample_gpu()

@@ -43,6 +43,9 @@ class Machine:
     copy_gb_per_s: Optional[float] = None  # host-to-device, measured with CUDA
     step_s_per_batch: Optional[float] = None  # the training step, measured
     pins: bool = False  # pin_memory with an accelerator: the pin thread's time per batch counts
+    # the least CPU per sample a run of the sweep used with workers (its whole process tree): what a sample can
+    # cost here, read over seconds of a real run rather than the profile's short loops
+    cpu_s_per_sample_seen: Optional[float] = None
 
 
 MIN_UNCERTAINTY = 0.05  # a limit from costs measured in short loops is known to about this much at best
@@ -91,6 +94,8 @@ class CeilingModel:
         self.single_wall_s = max(profile.single_wall_s - removed_wall, 1e-12)
         self.single_cpu_s = max(profile.single_cpu_s - removed_cpu, 1e-12)
         self.receive_s = profile.main_cpu_s_per_batch or 0.0
+        seen = machine.cpu_s_per_sample_seen
+        self.seen_cpu_s = max(seen - removed_cpu, 1e-12) if seen else None
         self.lighter = profile.without(next(iter(left_out))) if len(left_out) == 1 else None
         if self.lighter is not None:  # the pipeline without the stage was measured: its own loops, not a subtraction
             self.worker_cpu_s, self.worker_wall_s = self.lighter.worker_cpu_s, self.lighter.worker_wall_s
@@ -125,9 +130,13 @@ class CeilingModel:
         m, batch = self.machine, max(self.machine.batch_size, 1)
         cpu_per_sample = self.cpu_per_sample()
         costliest = self.costliest_stage()
+        basis = f"the main process's share {1000 * self.receive_s / batch:.3f}"
+        if self._cpu_from_runs():
+            cpu_per_sample = self.seen_cpu_s
+            basis = ("the least a run of this sweep used with workers, its whole process tree"
+                     + (", less the stages left out" if self.left_out else ""))
         found = [Limit("CPU", m.cores / cpu_per_sample,
-                       f"{m.cores:g} usable cores / {1000 * cpu_per_sample:.3f} ms CPU per sample (the main process's "
-                       f"share {1000 * self.receive_s / batch:.3f})",
+                       f"{m.cores:g} usable cores / {1000 * cpu_per_sample:.3f} ms CPU per sample ({basis})",
                        "more cores, or less CPU per sample" + (f": the costliest stage is {costliest}" if costliest
                                                                else ""))]
         main_s = self.receive_s + (self._pin_s() if m.pins else 0.0)
@@ -148,6 +157,11 @@ class CeilingModel:
         with several ranks, in a rank's own process without workers."""
         with_workers = self.worker_cpu_s + self.receive_s / max(self.machine.batch_size, 1)
         return min(with_workers, self.single_cpu_s) if self.machine.ranks > 1 else with_workers
+
+    def _cpu_from_runs(self) -> bool:
+        """A run of the sweep used less CPU per sample than the profile's loops read: the profile met a slower
+        moment (or counted what a run does not pay), and no run can beat the cores over its own cost."""
+        return self.seen_cpu_s is not None and self.seen_cpu_s < self.cpu_per_sample()
 
     def _pin_s(self) -> float:
         return self.profile.pin_s_per_batch or 0.0
@@ -197,8 +211,11 @@ class CeilingModel:
     def uncertainty(self) -> float:
         """How far the binding limit may be off, at least :data:`MIN_UNCERTAINTY`: with workers, twice how far the
         one-worker loop's halves were apart; without them, twice the loop's batches' spread (IQR / median)."""
-        if self.ceiling().name == "one process":
+        binding = self.ceiling().name
+        if binding == "one process":
             spread = self.profile.single_spread
+        elif binding == "CPU" and self._cpu_from_runs():  # read over a run's seconds, not a short loop's halves
+            spread = 0.0
         else:
             spread = self.lighter.spread if self.lighter is not None else self.profile.worker_cpu_spread
         return max(MIN_UNCERTAINTY, 2 * (spread or 0.0))

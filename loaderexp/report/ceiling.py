@@ -8,6 +8,7 @@ import re
 from typing import Optional, Sequence
 
 from loaderexp.model import CeilingModel
+from loaderexp.model.ceiling import CeilingRange
 from loaderexp.model.whatif import what_ifs
 from loaderexp.result import NUM_WORKERS, RunResult
 from loaderexp.result import metrics as M
@@ -47,6 +48,26 @@ def seen_rates(runs: Sequence[RunResult]) -> dict[str, float]:
     """What the sweep's runs reached: the ceiling is never below them."""
     return {f"num_workers={r.params.get(NUM_WORKERS) or 0}": r.metrics[M.THROUGHPUT] for r in runs
             if r.finished and r.metrics.get(M.THROUGHPUT)}
+
+
+def sweep_ceilings(results: Sequence[RunResult]) -> list[tuple[list[RunResult], CeilingRange]]:
+    """Each stage profile's runs with their ceiling as the sweep shows it: every run on the profile seen, and the
+    least CPU per sample they used."""
+    found = []
+    for runs in by_profile(results):
+        model = model_of(max(runs, key=lambda r: r.metrics[M.THROUGHPUT]), runs)
+        if model is not None:
+            found.append((runs, model.ceiling_range(seen_rates(runs))))
+    return found
+
+
+def ceiling_for(run: RunResult, ceilings: Sequence[tuple[list[RunResult], CeilingRange]]) -> Optional[CeilingRange]:
+    return next((bound for runs, bound in ceilings if any(r is run for r in runs)), None)
+
+
+def beyond(run: RunResult, bound: CeilingRange) -> bool:
+    """The run went faster than the model's bound allows (its uncertainty included): the model is off there."""
+    return bound.failed and run.metrics[M.THROUGHPUT] > bound.limit.rate * (1 + bound.uncertainty)
 
 
 def limit_lines(model: CeilingModel, runs: Sequence[RunResult] = ()) -> list[str]:
@@ -106,7 +127,7 @@ def ceiling_sections(results: Sequence[RunResult], pick: Optional[RunResult] = N
     sections = []
     for runs in by_profile(results):
         here = pick if pick is not None and pick in runs else max(runs, key=lambda r: r.metrics[M.THROUGHPUT])
-        model = model_of(here)
+        model = model_of(here, runs)
         lines = stage_table(runs)
         if model is not None:
             values = sorted({r.params.get(NUM_WORKERS) or 0 for r in runs})

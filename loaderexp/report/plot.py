@@ -40,7 +40,7 @@ def plot_throughput(results: Sequence[RunResult], axes: Sequence[str], path: Pat
         ys = [r.metrics[M.THROUGHPUT] for r in runs]
         spread = [r.metrics.get(M.THROUGHPUT_IQR, 0.0) * y / 2 for r, y in zip(runs, ys)]
         drawn = ax.errorbar(xs, ys, yerr=spread, marker="o", capsize=3, label=label)
-        model = next((m for m in map(model_of, runs) if m is not None), None)
+        model = next((m for m in (model_of(r, runs) for r in runs) if m is not None), None)
         if model is not None:  # the model's curve beside the measured points, in the same colour
             dense = list(range(min(xs), max(xs) + 1))
             ax.plot(dense, [model.predict(x) for x in dense], linestyle="--", alpha=0.6,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from loaderexp.report.ceiling import beyond, ceiling_for, sweep_ceilings
 from loaderexp.report.params import X_AXIS, short_key, varying_params
 from loaderexp.result import NUM_WORKERS, RANKS, TOLERANCE, Bound, RunResult, param_text
 from loaderexp.result import metrics as M
@@ -56,21 +57,22 @@ def recommend(results: Sequence[RunResult], tolerance: float = TOLERANCE) -> Opt
         text += (f" (From the cold-cache figures: the dataset's {chosen.metrics.get(M.FILE_MB, 0):,.0f} MB of files "
                  f"do not fit in the {chosen.metrics.get(M.AVAILABLE, 0):,.0f} MB available, so every epoch reads "
                  "them from storage.)")
-    text += _bound_text(chosen, best, finished, gap(chosen)) + _ceiling_text(chosen)
+    text += _bound_text(chosen, best, finished, gap(chosen)) + _ceiling_text(chosen, finished)
     return Recommendation(chosen, best, within_noise, text)
 
 
-def _ceiling_text(chosen: RunResult) -> str:
-    """How far the pick is from this machine's ceiling, what binds it and what would lift it."""
-    fraction, binding = chosen.metrics.get(M.CEILING_FRACTION), chosen.info.ceiling_binding
-    if fraction is None or not binding:
+def _ceiling_text(chosen: RunResult, finished: Sequence[RunResult]) -> str:
+    """How far the pick is from this machine's ceiling as the sweep shows it, what binds it and what would lift it."""
+    bound = ceiling_for(chosen, sweep_ceilings(finished))
+    if bound is None or M.CEILING_FRACTION not in chosen.metrics:
         return ""
-    ceiling = chosen.metrics[M.CEILING]
-    if chosen.info.model_failure:  # faster than the model's bound allows: the model is off, never "104%"
+    binding, ceiling = bound.limit.name, bound.high
+    fraction = min(chosen.metrics[M.THROUGHPUT] / ceiling, 1.0)
+    if beyond(chosen, bound):  # faster than the model's bound allows: the model is off, never "104%"
         return (f" It runs faster than the model's bound for this machine ({binding}): the model is off here (its "
                 "profile may have met a slower moment of this host); see where it disagrees below.")
     return (f" It runs at {100 * fraction:.0f}% of this machine's ceiling (at most {ceiling:,.0f} samples/s, {binding} "
-            f"binds; what would lift it: {chosen.info.ceiling_lift or ''}).")
+            f"binds; what would lift it: {bound.limit.lift}).")
 
 
 def _text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult], rate, gap: float, noise: float,

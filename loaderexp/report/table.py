@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from loaderexp.report.busy import busy_notes
-from loaderexp.report.ceiling import ceiling_sections
+from loaderexp.model.ceiling import CeilingRange
+from loaderexp.report.ceiling import beyond, ceiling_for, ceiling_sections, sweep_ceilings
 from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Confirmation
 from loaderexp.report.hosts import by_host_type, overlaps
@@ -72,9 +73,10 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
                     ceiling=any(M.CEILING_FRACTION in r.metrics for r in results),
                     others=any(M.OTHERS_CPU in r.metrics for r in results))  # the host's other load
     rows = [kinds.header(axes)]
+    ceilings = sweep_ceilings(results) if kinds.ceiling else []
     for _, r in items:
         rec = recs[r.ranks]
-        rows.append(_row(r, axes, base_rates[r.ranks], kinds, rec.result if rec else None))
+        rows.append(_row(r, axes, base_rates[r.ranks], kinds, rec.result if rec else None, ceiling_for(r, ceilings)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -137,8 +139,16 @@ def noise_advice(results: Sequence[RunResult]) -> list[str]:
     return notes
 
 
+def _ceiling_cell(r: RunResult, bound: Optional[CeilingRange]) -> str:
+    """The run against its sweep's ceiling for the pipeline; 'off' where it beat the model's bound."""
+    rate = r.metrics.get(M.THROUGHPUT)
+    if bound is None or not rate:
+        return "-"
+    return "off" if beyond(r, bound) else _fmt(100 * min(rate / bound.high, 1.0), 0)
+
+
 def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], kinds: Columns,
-         pick: Optional[RunResult]) -> list[str]:
+         pick: Optional[RunResult], bound: Optional[CeilingRange] = None) -> list[str]:
     stepped, ranked, cold, ceiling, others = kinds.stepped, kinds.ranked, kinds.cold, kinds.ceiling, kinds.others
     m = r.metrics
     rate = m.get(M.THROUGHPUT)
@@ -157,8 +167,7 @@ def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], kinds: C
         epoch_text,
         f"{_fmt(m.get(M.WAIT_P50), 2)}/{_fmt(m.get(M.WAIT_P95), 2)}",
         f"{rate / base_rate:.2f}x" if rate and base_rate else "-",
-        *([("off" if r.info.model_failure else _fmt(100 * m[M.CEILING_FRACTION], 0)) if M.CEILING_FRACTION in m
-           else "-"] if ceiling else []),
+        *([_ceiling_cell(r, bound)] if ceiling else []),
         _fmt(100 * m[M.STALL], 0) if M.STALL in m else "-",
         *([str(r.info.bound or "-").replace("-bound", "")] if stepped else []),
         _fmt(m.get(M.H2D_GBPS), 2) if m.get(M.H2D_MEASURED) else "n/m",

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from loaderexp.harness.stages import StageProfile
 from loaderexp.model import CeilingModel, Machine
@@ -14,7 +14,7 @@ from loaderexp.result.facts import RunFacts
 MODELLED_BACKENDS = ("dataloader",)  # the model's worker and main-process costs are torch DataLoader's
 
 
-def machine_of(result: RunResult, profile: StageProfile) -> Machine:
+def machine_of(result: RunResult, profile: StageProfile, alongside: Sequence[RunResult] = ()) -> Machine:
     m, info, host = result.metrics, result.info, result.host
     length = info.dataset_length
     read = m[M.FILE_MB] * 2**20 / length if m.get(M.FILE_MB) and length else None
@@ -28,15 +28,24 @@ def machine_of(result: RunResult, profile: StageProfile) -> Machine:
         copy_gb_per_s=m.get(M.H2D_GBPS) if m.get(M.H2D_MEASURED) else None,
         step_s_per_batch=m[M.STEP_MS] / 1000 if m.get(M.STEP_MS) else None,
         pins=bool(result.params.get(PIN_MEMORY)) and bool(host.cuda_available),
+        cpu_s_per_sample_seen=least_cpu_per_sample([result, *alongside]),
     )
 
 
-def model_of(result: RunResult) -> Optional[CeilingModel]:
-    """The ceiling model for this run's setting, or None (no profile, or a backend it does not cover)."""
+def least_cpu_per_sample(runs: Sequence[RunResult]) -> Optional[float]:
+    """The least CPU per sample (seconds) that the runs with workers used, their whole process trees."""
+    costs = [r.metrics[M.CPU_PER_SAMPLE] / 1000 for r in runs
+             if r.finished and (r.params.get(NUM_WORKERS) or 0) > 0 and r.metrics.get(M.CPU_PER_SAMPLE)]
+    return min(costs, default=None)
+
+
+def model_of(result: RunResult, alongside: Sequence[RunResult] = ()) -> Optional[CeilingModel]:
+    """The ceiling model for this run's setting, or None (no profile, or a backend it does not cover); the runs
+    ``alongside`` it (its sweep's, on the same profile) tell what a sample really cost."""
     profile = result.profile
     if profile is None or result.params.get(BACKEND, "dataloader") not in MODELLED_BACKENDS:
         return None
-    return CeilingModel(profile, machine_of(result, profile))
+    return CeilingModel(profile, machine_of(result, profile, alongside))
 
 
 def ceiling_figures(result: RunResult) -> tuple[dict[str, float], RunFacts]:

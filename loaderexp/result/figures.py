@@ -150,6 +150,8 @@ def _resource_metrics(m: Measurement) -> dict[str, float]:
         found[M.CUDA_ALLOCATED] = m.facts.cuda_allocated_peak_mb
     found.update({M.CPU_MEAN: resources.cpu_percent_mean, M.CPU_PEAK: resources.cpu_percent_peak,
                   M.PSS: resources.pss_peak_mb, M.USS: resources.uss_peak_mb, M.PROCESSES: resources.processes_peak})
+    if resources.cpu_s_per_sample is not None:
+        found[M.CPU_PER_SAMPLE] = round(1000 * resources.cpu_s_per_sample, 5)
     memory = m.memory
     if memory is not None and memory.trace:
         found.update({M.PSS: round(memory.epoch_peak_mb, 1), M.PSS_MEASURED: round(memory.measured_peak_mb, 1),
