@@ -247,8 +247,10 @@ def test_the_pick_confirmed_side_by_side_does_not_rank_a_drift(tmp_path, data_ro
     assert done.returncode == 0, done.stderr[-2000:]
     confirmation = json.loads((tmp_path / "s" / "confirmation.json").read_text())
     report = (tmp_path / "s" / "report.txt").read_text()
-    sequential = report.split("Recommendation: ", 1)[1].split(":", 1)[0]
-    assert sequential != "num_workers=1", report  # one after another, the drift made fewer workers look slower
+    rates = {r.params[NUM_WORKERS]: r.metrics[M.THROUGHPUT]
+             for r in (RunResult.read(p) for p in (tmp_path / "s").glob("*/result.json"))}
+    assert rates[3] > rates[1], report  # one after another, the drift made fewer workers look slower
+    # (whether that moved the sweep's own pick depends on the host's noise: a busy host's spread can hide it)
     assert confirmation["pick"][NUM_WORKERS] < 3, confirmation
     for comparison in confirmation["comparisons"]:
         assert comparison["difference"]["low"] < 0.05 and comparison["difference"]["high"] > -0.05, comparison
