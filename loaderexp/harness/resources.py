@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import threading
 import time
 from typing import Callable, Optional
@@ -145,17 +146,19 @@ class ResourceMonitor:
         )
 
     def _cpu_per_sample(self) -> Optional[float]:
-        """The tree's CPU per sample delivered, from the first reading that saw a batch (the workers' start and
-        imports are before it) to the last; from the start where fewer readings saw batches."""
+        """The tree's CPU per sample delivered while it delivered steadily: the median over the readings'
+        intervals after the first that saw a batch (the workers' start and imports are before it) and before the
+        last (the workers' exit); the whole span where too few intervals delivered."""
         marks = self._cpu_marks
-        if not marks:
-            return None
         delivering = [i for i, (samples, _) in enumerate(marks) if samples > 0]
-        start = delivering[0] if len(delivering) >= 3 else 0
-        (first_samples, first_cpu), (last_samples, last_cpu) = marks[start], marks[-1]
-        if last_samples <= first_samples:
+        if len(delivering) >= 4:
+            steady = marks[delivering[0]:-1]
+            costs = [(cpu_b - cpu_a) / (b - a) for (a, cpu_a), (b, cpu_b) in zip(steady, steady[1:]) if b > a]
+            if len(costs) >= 2:
+                return statistics.median(costs)
+        if not marks or marks[-1][0] <= marks[0][0]:
             return None
-        return (last_cpu - first_cpu) / (last_samples - first_samples)
+        return (marks[-1][1] - marks[0][1]) / (marks[-1][0] - marks[0][0])
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
