@@ -24,11 +24,16 @@ TINY = [
 
 
 # The longest tests (minutes each) start first: two at a time, the short ones then fill the end of the run.
-LONGEST_FIRST = ("test_load.py", "test_server.py", "test_browser.py", "test_benchmarks.py", "test_check.py")
+LONGEST_FIRST = ("test_load.py", "test_server.py", "test_browser.py", "test_benchmarks.py")
 
 
 def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: item.path.name not in LONGEST_FIRST)  # stable: the rest keep their order
+    """The longest first; the tests that run alone (``quiet_host``) last, where the other worker's test is a short
+    one or another of them: started among the long ones, one waited up to minutes for a 200-job test to end."""
+    def order(item) -> tuple[bool, bool]:
+        return item.get_closest_marker("quiet_host") is not None, item.path.name not in LONGEST_FIRST
+
+    items.sort(key=order)  # stable: the rest keep their order
 
 
 @contextmanager
