@@ -74,7 +74,7 @@ def bound_check(name: str, both: list[list]) -> bool:
     for index, runs in enumerate(both):
         model = model_of(max(runs, key=lambda r: r.metrics[M.THROUGHPUT]), runs)
         seen = model.ceiling_range(seen_rates(runs))
-        bound = seen.limit.rate * (1 + seen.uncertainty)
+        bound = seen.bound
         profile_only = model.with_machine(cpu_s_per_sample_seen=None).ceiling_range()
         highs.append(bound)
         above = [f"{r.workers}: {r.metrics[M.THROUGHPUT]:,.0f}" for r in runs if r.metrics[M.THROUGHPUT] > bound]

@@ -88,6 +88,8 @@ def test_the_profiles_loops_load_without_the_step_so_they_are_held_against_the_l
                             Machine(cores=4, batch_size=10, step_s_per_batch=0.01, copy_gb_per_s=10.0))
     failed = too_fast.ceiling_range({"num_workers=2": 900.0})
     assert failed.failed and failed.failure.startswith("the profile's loop with 4 workers did") and "CPU" in failed.failure
+    before_runs = stepped.ceiling_range()  # no run seen yet: the loops still are not held against the step
+    assert not before_runs.failed and before_runs.low <= before_runs.high == pytest.approx(before_runs.bound)
     beaten = stepped.ceiling_range({"num_workers=4": 1.5 * stepped.ceiling().rate})
     assert beaten.failed and beaten.failure.startswith("num_workers=4 did") and "step" in beaten.failure
 

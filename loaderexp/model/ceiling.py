@@ -60,9 +60,16 @@ class CeilingRange:
     limit: "Limit"  # what binds, with its evidence (``how``)
     seen: str  # what the low end is: the run or loop that reached it
     uncertainty: float  # the high end's relative uncertainty (included in ``high``)
-    failed: bool = False  # something ran faster than the costs allow, beyond their uncertainty: the model is off
-    # (then ``high`` is what was seen: the ceiling is never below a measured rate)
-    failure: Optional[str] = None  # what ran faster than which bound, when it failed
+    failure: Optional[str] = None  # what beat the model's bound, and which (the model is off; ``high`` is then that)
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
+    @property
+    def bound(self) -> float:
+        """The model's bound: the binding limit with its uncertainty (``high`` unless something beat it)."""
+        return self.limit.rate * (1 + self.uncertainty)
 
     def text(self) -> str:
         if self.failed:
@@ -231,20 +238,21 @@ class CeilingModel:
         if rates and (self.lighter is not None or not self.left_out):
             loops[f"the profile's loop with {self.profile.cores:g} workers"] = rates
         m = self.machine
-        loads_only = not m.step_s_per_batch and not m.copy_gb_per_s
-        candidates = {**(loops if loads_only else {}), **(seen or {})} or loops
-        where, best = max(candidates.items(), key=lambda item: item[1])
         high = limit.rate * (1 + u)
-        over = self._over(where, best, limit, high)
-        if over is None and not loads_only:  # the loops against what loading alone allows
+        if not m.step_s_per_batch and not m.copy_gb_per_s:  # the run loads as the profile's loops do
+            where, best = max({**loops, **(seen or {})}.items(), key=lambda item: item[1])
+            failure = self._over(where, best, limit, high)
+        else:  # the run steps or copies, the loops do not: they are held against what loading alone allows
             loading = self.with_machine(step_s_per_batch=None, copy_gb_per_s=None)
-            loop, rate = max(loops.items(), key=lambda item: item[1])
-            lo_limit = loading.ceiling()
-            over = self._over(loop, rate, lo_limit, lo_limit.rate * (1 + loading.uncertainty()))
-        if not loads_only and not seen:  # nothing with the step was seen: at most the bound
-            best = min(best, high)
-        return CeilingRange(low=best, high=max(high, best), limit=limit, seen=where, uncertainty=u,
-                            failed=over is not None, failure=over)
+            loading_limit = loading.ceiling()
+            where, best = max(loops.items(), key=lambda item: item[1])
+            failure = self._over(where, best, loading_limit, loading_limit.rate * (1 + loading.uncertainty()))
+            if seen:
+                where, best = max(seen.items(), key=lambda item: item[1])
+                failure = self._over(where, best, limit, high) or failure
+            else:  # nothing with the step was seen: at most the bound
+                best = min(best, high)
+        return CeilingRange(low=best, high=max(high, best), limit=limit, seen=where, uncertainty=u, failure=failure)
 
     @staticmethod
     def _over(where: str, rate: float, limit: Limit, high: float) -> Optional[str]:

@@ -67,7 +67,7 @@ def ceiling_for(run: RunResult, ceilings: Sequence[tuple[list[RunResult], Ceilin
 
 def beyond(run: RunResult, bound: CeilingRange) -> bool:
     """The run went faster than the model's bound allows (its uncertainty included): the model is off there."""
-    return bound.failed and run.metrics[M.THROUGHPUT] > bound.limit.rate * (1 + bound.uncertainty)
+    return bound.failed and run.metrics[M.THROUGHPUT] > bound.bound
 
 
 def limit_lines(model: CeilingModel, runs: Sequence[RunResult] = ()) -> list[str]:
