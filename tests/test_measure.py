@@ -186,6 +186,56 @@ def test_a_window_of_whole_rounds_stays_exact_when_windows_follow_each_other():
         assert window.batches == 112 and window.samples / window.window_s == pytest.approx(160 * 4)
 
 
+class PipelineLoader:
+    """Workers that make ``per_s`` batches a second and run at most ``depth`` batches ahead of the loop: a
+    batch is made once the one ``depth`` before it was taken (its slot freed), as DataLoader's prefetch does."""
+
+    def __init__(self, clock: FakeClock, per_s: float, depth: int, batches: int = 10_000):
+        self.clock, self.per_s, self.depth, self.batches = clock, per_s, depth, batches
+
+    def __iter__(self):
+        taken, ready = [], 0.0
+        for i in range(self.batches):
+            ready = max(ready, taken[i - self.depth] if i >= self.depth else 0.0) + 1 / self.per_s
+            self.clock.now = max(self.clock.now, ready)
+            taken.append(self.clock.now)
+            yield torch.zeros(4, 3)
+
+
+class PausingProbe:
+    """A memory reading that takes ``seconds`` at the end of the warm-up, as the job's probe does."""
+
+    def __init__(self, clock: FakeClock, seconds: float):
+        self.clock, self.seconds = clock, seconds
+
+    def warmed_up(self) -> None:
+        self.clock.advance(self.seconds)
+
+    def windows_done(self) -> bool:
+        return False
+
+    def epoch_done(self) -> None:
+        pass
+
+    def epoch_ending(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("depth", [0, 8])
+def test_batches_banked_while_the_probe_reads_are_not_counted_in_the_window(depth):
+    """The probe's reading pauses the loop and the workers bank up to the pipeline's depth: with the depth known,
+    those are drained before the window, which then reads the workers' pace (100 batches/s, 4 samples each);
+    not knowing it, the window of 8 counts the 8 banked batches in no time at all."""
+    clock = FakeClock()
+    budget = BudgetSpec(mode="batches", warmup_batches=8, batches=8, depth=depth)
+    [timing] = run_windows(PipelineLoader(clock, 100, 8), budget, tracker(), None, clock, None, None,
+                           PausingProbe(clock, 1.0))
+    if depth:
+        assert timing.samples / timing.window_s == pytest.approx(400) and timing.warmup_batches == 16
+    else:
+        assert timing.window_s < 0.02  # the old reading: all eight were made during the pause
+
+
 def test_spread_flags_noise_above_threshold():
     steady = spread([100.0, 101.0, 99.0])
     assert steady.median == 100.0

@@ -2,7 +2,8 @@
 
 Plain Python and torch only, driven by tests with a fake clock and by the benchmark against a bare
 ``for batch in loader`` loop; CUDA work is synchronised by the consumer, not here.  A stream starts
-a fresh iterator, leaves its first ``warmup_batches`` out, then measures windows until the budget
+a fresh iterator, leaves its first ``warmup_batches`` out (and after a probe's reading there, which
+pauses the loop while the workers bank batches, the pipeline's ``depth`` more), then measures windows until the budget
 is spent (batches, whole epochs, or seconds); an epoch that ends inside it is paid, as in training.
 
 With workers, batches come in *rounds*: worker ``i`` makes batches ``i, i + W, i + 2W, ...``
@@ -20,6 +21,7 @@ import sys
 import time
 from typing import Any, Callable, Iterable, Optional, Protocol
 
+from loaderexp.harness.budget import batches_left, expected_batches, whole_rounds
 from loaderexp.harness.delivery import DeliveryTracker
 from loaderexp.harness.records import Budget, BudgetSpec, RepeatTiming
 from loaderexp.harness.transfer import batch_size_and_bytes
@@ -118,6 +120,9 @@ class Stream:
         self.hard_deadline = self.start + budget.max_seconds
         self.delivered_before = delivery.delivered_samples() if budget.warmup_batches == 0 else 0
         self.probe = probe
+        self.probed = False
+        self.seen_before_window = 0
+        self.warmup = budget.warmup_batches  # the probe's pause adds the pipeline's depth to it
         self.drained = False
         self._new_window(RepeatTiming(round_size=budget.round_size))
 
@@ -131,6 +136,7 @@ class Stream:
         self.window_start = previous
         self.deadline = previous + self.seconds
         self.timing.warmup_s = previous - self.start
+        self.timing.warmup_batches = self.seen_before_window
         samples, size = batch_size_and_bytes(batch)
         self.timing.sample_bytes = size / max(samples, 1)  # collated samples share a shape
 
@@ -154,7 +160,7 @@ class Stream:
     def epoch(self) -> None:  # the hot loop (see the class): long because each batch may touch only locals
         delivery, clock, process, on_batch = self.delivery, self.clock, self.process, self.on_batch
         take, payload = delivery.take, delivery.payload  # take is None when nothing is logged per batch
-        warmup, per_round, capacity = self.budget.warmup_batches, self.budget.round_size, self.capacity
+        warmup, per_round, capacity = self.warmup, self.budget.round_size, self.capacity
         batch_limit, min_seconds = self.batch_limit, self.min_seconds
         waits, busies, count, seen, done = self.waits, self.busies, self.count, self.seen, self.done
         window_start, deadline, hard_deadline = self.window_start, self.deadline, self.hard_deadline
@@ -178,6 +184,7 @@ class Stream:
                 seen += 1
                 if seen > warmup:
                     if window_start is None:
+                        self.seen_before_window = warmup
                         self._open(previous, payload(batch))
                         window_start, deadline = self.window_start, self.deadline
                     if count < capacity:
@@ -202,10 +209,17 @@ class Stream:
                         previous = done
                         continue
                 elif seen == warmup:
-                    self.delivered_before = delivery.delivered_samples()
-                    if self.probe is not None:  # once a stream, before its first window opens
+                    if self.probe is not None and not self.probed:  # once a stream, before its first window opens
                         self.probe.warmed_up()
+                        self.probed = True
                         done = clock()
+                        # The reading paused this loop while the workers went on: up to the pipeline's depth of
+                        # batches wait, made before the window.  Drained unmeasured, they are not counted in it
+                        # (an epoch's end drains them anyway: its next starts with an empty pipeline).
+                        left = batches_left(iterator)
+                        warmup += self.budget.depth if left is None else min(self.budget.depth, left)
+                    if seen == warmup:
+                        self.delivered_before = delivery.delivered_samples()
                 if done > hard_deadline:
                     raise RunTimeout(f"a repeat ran past bench.max_run_seconds={self.budget.max_seconds:g}")
                 previous = done
@@ -217,6 +231,7 @@ class Stream:
                 raise
             raise named from error
         self.waits, self.busies, self.count, self.seen, self.done = waits, busies, count, seen, done
+        self.warmup = warmup
         if self.probe is not None and self.finished:
             self.probe.epoch_done()  # the stream is done with its windows: never inside one (a reading costs ms)
         self._end_epoch(complete, seen - epoch_first, epoch_start)
@@ -227,7 +242,7 @@ class Stream:
         (the probe asked for it).  Nothing here is timed; the heartbeat goes on."""
         take, on_batch, beat = self.delivery.take, self.on_batch, self.before + self.count
         self.drained = True
-        last = seen + _length(iterator)  # DataLoader's workers exit with the epoch's last batch: read before it
+        last = seen + (batches_left(iterator) or 0)  # DataLoader's workers exit with the epoch's last batch: read before it
         for batch in iterator:
             if take is not None:
                 take(batch)
@@ -270,28 +285,3 @@ def _close(timing: RepeatTiming, waits: list[float], busies: list[float], count:
     timing.wait_s, timing.busy_s = waits, busies
     timing.window_s = window_s
     timing.samples = samples
-
-
-def _length(iterator: Any) -> int:
-    """Batches an epoch's iterator has left to give (DataLoader's know it; others: unknown, 0)."""
-    try:
-        return max(len(iterator) - getattr(iterator, "_num_yielded", len(iterator)), 0)
-    except TypeError:
-        return 0
-
-
-def whole_rounds(batches: int, round_size: int) -> int:
-    """``batches`` rounded up to whole rounds."""
-    return -(-batches // round_size) * round_size
-
-
-def expected_batches(loader: Iterable, budget: BudgetSpec) -> int:
-    """Measured batches a repeat will most likely take (its timing lists are sized to it)."""
-    if budget.mode is Budget.batches:
-        return whole_rounds(budget.batches, budget.round_size)
-    if budget.mode is Budget.epochs:
-        try:
-            return min(max(len(loader) * budget.epochs - budget.warmup_batches, 0), 1 << 20)  # type: ignore[arg-type]
-        except TypeError:
-            pass
-    return 4096

@@ -68,6 +68,7 @@ class BudgetSpec:
     max_seconds: float = 900.0  # wall-clock limit of one repeat (one window, its warm-up included)
     round_size: int = 1  # batches per round (one per worker): windows hold whole rounds
     min_seconds: float = 0.0  # budget=batches: a window lasts at least this long (more rounds if need be)
+    depth: int = 0  # batches the pipeline holds in flight (num_workers x prefetch_factor): what a pause banks
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", Budget(self.mode))  # "epochs" from a caller is the enum from here on
@@ -85,6 +86,7 @@ class RepeatTiming:
     sample_bytes: float = 0.0  # of one sample, from the first measured batch
     window_s: float = 0.0  # end of warm-up -> last measured batch processed
     warmup_s: float = 0.0  # repeat start -> end of warm-up (start-up and warm-up batches)
+    warmup_batches: int = 0  # batches left out before this window's stream opened its first window
     round_size: int = 1
 
     @property

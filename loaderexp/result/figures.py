@@ -184,7 +184,7 @@ def info_of(m: Measurement) -> RunFacts:
         bound=bound_of(m),
         noisy=m.noisy,
         repeats_stopped=m.stopped,
-        warmup_batches=m.budget.warmup_batches,
+        warmup_batches=max((w.warmup_batches for w in m.windows), default=m.budget.warmup_batches),
         round_size=m.budget.round_size,
         repeat_rates=[round(w.samples_per_s, 1) for w in m.windows],
         backend=facts.backend,
