@@ -28,3 +28,34 @@ def test_the_confirmation_says_cannot_tell_and_keeps_the_cheaper_pick():
     text = confirmation.text(["loader.num_workers"], TOLERANCE)
     assert "cannot tell apart on this host now" in text and ": slower" not in text
     assert text.endswith("Confirmed pick: num_workers=3.")
+
+
+def _run(workers: int, rate: float):
+    from loaderexp.result import RunResult, Status
+
+    return RunResult(status=Status.FINISHED, params={"loader.num_workers": workers},
+                     metrics={"throughput_samples_per_s": rate})
+
+
+def test_a_race_puts_out_the_slower_and_picks_the_cheapest_that_cannot_be_told_from_the_leader():
+    """Three settings side by side: 1 worker is shown slower and is out after the first pass; 2 and 3 workers cannot
+    be told apart within the tolerance, so 2 (cheaper) is the pick, its comparison marked as such."""
+    from loaderexp.track.confirm import Race
+
+    race = Race([_run(3, 1000), _run(2, 990), _run(1, 600)], TOLERANCE)
+    race.add([[1000, 1010, 990], [995, 1005, 992], [600, 610, 590]])
+    assert race.alive == [0, 1] and race.out_after == {2: 3} and race.leader == 0
+    assert race.pick == 1 and not race.undecided()
+    comparisons = {c.rival["loader.num_workers"]: c for c in race.comparisons()}
+    assert comparisons[1].why == "out after 3 rounds" and comparisons[1].difference.verdict(TOLERANCE) is Verdict.SLOWER
+    assert comparisons[2].accepted and comparisons[2].difference.verdict(TOLERANCE) is Verdict.SAME
+
+
+def test_a_race_whose_cheapest_side_spans_the_tolerance_is_undecided_until_more_rounds_tell():
+    from loaderexp.track.confirm import Race
+
+    race = Race([_run(3, 1000), _run(2, 900)], TOLERANCE)
+    race.add([[1000, 1000, 1000], [1000, 850, 950]])  # -6.7%, an interval from about -25% to +12%
+    assert race.pick == 1 and race.undecided()
+    race.add([[1000, 1000, 1000, 1000], [800, 820, 810, 805]])  # shown slower: out, the leader is the pick
+    assert race.alive == [0] and race.pick == 0 and not race.undecided()

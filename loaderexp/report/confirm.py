@@ -40,11 +40,11 @@ def fewer_workers_rival(pick: RunResult, finished: Sequence[RunResult]) -> Optio
 
 @dataclass
 class Comparison:
-    base: dict[str, Any]  # the pick's params when compared
+    base: dict[str, Any]  # the race's leader (the fastest side by side)
     rival: dict[str, Any]
-    why: str  # "the fastest run", "the next fewer workers"
-    difference: Difference  # the rival against the pick
-    accepted: bool  # the rival became the pick
+    why: str  # "raced 6 rounds", "out after 3 rounds"
+    difference: Difference  # the rival against the leader
+    accepted: bool  # the rival is the pick (the cheapest not shown slower than the leader)
 
     def to_dict(self) -> dict[str, Any]:
         return {"base": self.base, "rival": self.rival, "why": self.why, "difference": self.difference.to_dict(),

@@ -1,18 +1,20 @@
-"""At a sweep's end, its pick against its rivals side by side (``bench.confirm_s``): the fastest run, then the
-next fewer workers, each pair in interleaved windows on this host (:mod:`loaderexp.execute.paired`), so a host
+"""At a sweep's end, its pick raced against its rivals side by side (``bench.confirm_s``): the pick, the fastest run
+and the runs with fewer workers, in interleaved windows on this host (:mod:`loaderexp.execute.paired`), so a host
 whose speed drifted while the jobs ran one after another does not decide the answer.
 
-The rule is :meth:`Difference.verdict`'s, on paired differences: the fastest run replaces the pick when it is
-faster beyond the tolerance with 95% confidence; fewer workers replace it unless they are shown slower beyond
-the tolerance (then the next fewer are tried, while the budget lasts).  An interval too wide to tell gets
-more windows (up to ``EXTEND`` x its share); still undecided, the cheaper setting stands, and the report
-says the two cannot be told apart on this host now.
+A race: every pass measures each setting still in it once a round, the order reversed every other round; after a
+pass, a setting shown slower than the leader beyond the tolerance with 95% confidence is out.  The pick is then the
+cheapest setting still in (fewest workers), the rule of :meth:`Difference.verdict`: fewer workers stand unless shown
+slower.  While the cheapest one's interval cannot tell and is wider than the tolerance, more passes, up to
+``EXTEND`` x the budget; still undecided, the cheaper setting stands and the report says the two cannot be told
+apart on this host now.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import statistics
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -30,27 +32,97 @@ from loaderexp.result.paired import Difference, Verdict, paired_difference
 log = logging.getLogger("loaderexp")
 
 
-EXTEND = 3  # an interval still too wide to decide gets up to this many times its share of bench.confirm_s
+EXTEND = 3  # a pick still too wide to decide gets more passes, up to this many times bench.confirm_s in all
+MAX_SIDES = 5  # the pick, the fastest run, and the nearest fewer-workers runs
 
 
-def compare_runs(base: Path, rival: Path, seconds: float, tolerance: float = TOLERANCE) -> Difference:
-    """The rival's rate against the base's, from interleaved windows of the two as they were configured; while
-    the interval cannot tell them apart and is wider than the tolerance, more windows, up to ``EXTEND`` x
-    ``seconds`` in all."""
-    specs = [spec_from_file(folder / RESOLVED_CONFIG) for folder in (base, rival)]
-    rates: tuple[list[float], list[float]] = ([], [])
+def contenders(pick: RunResult, finished: Sequence[RunResult], best: RunResult) -> list[RunResult]:
+    """The settings raced: the pick, the fastest run (same data), and the runs with fewer workers than the pick
+    (the same otherwise), nearest first."""
+    sides = [pick]
+    fastest = fastest_rival(pick, finished, best)
+    if fastest is not None:
+        sides.append(fastest)
+    current = pick
+    while len(sides) < MAX_SIDES:
+        fewer = fewer_workers_rival(current, finished)
+        if fewer is None:
+            break
+        sides.append(fewer)
+        current = fewer
+    return sides
+
+
+class Race:
+    """The sides' rates round by round, which are still in, and each one's difference from the leader."""
+
+    def __init__(self, sides: Sequence[RunResult], tolerance: float):
+        self.sides, self.tolerance = list(sides), tolerance
+        self.rates: list[list[float]] = [[] for _ in sides]
+        self.alive = list(range(len(sides)))
+        self.out_after: dict[int, int] = {}  # side -> rounds it ran before it was out
+        self.differences: dict[int, Difference] = {}
+        self.leader = 0
+
+    def add(self, rates: Sequence[Sequence[float]]) -> None:
+        """One pass's rates of the sides still in; then the leader, the differences, and who is out."""
+        for index, side_rates in zip(self.alive, rates):
+            self.rates[index].extend(side_rates)
+        self.leader = max(self.alive, key=lambda i: statistics.median(self.rates[i]))
+        for index in self.alive:
+            if index != self.leader:
+                self.differences[index] = paired_difference(self.rates[self.leader], self.rates[index])
+        out = [i for i in self.alive if i in self.differences and i != self.leader
+               and self.differences[i].verdict(self.tolerance) is Verdict.SLOWER]
+        for index in out:
+            self.out_after[index] = len(self.rates[index])
+        self.alive = [i for i in self.alive if i not in out]
+
+    @property
+    def pick(self) -> int:
+        """The cheapest side still in: fewest workers, then the faster."""
+        return min(self.alive, key=lambda i: (self.sides[i].workers, -statistics.median(self.rates[i])))
+
+    def undecided(self) -> bool:
+        """The pick's interval cannot tell it from the leader's and is wider than the tolerance: more rounds may."""
+        if self.pick == self.leader:
+            return False
+        difference = self.differences[self.pick]
+        return difference.verdict(self.tolerance) is Verdict.CANNOT_TELL and \
+            difference.high - difference.low > 2 * self.tolerance
+
+    def comparisons(self) -> list[Comparison]:
+        """Each side against the leader, as the rule read it; the pick's marked accepted when it is not the leader."""
+        leader = self.sides[self.leader].params
+        found = []
+        for index, side in enumerate(self.sides):
+            if index == self.leader:
+                continue
+            rounds = self.out_after.get(index)
+            why = f"out after {rounds} rounds" if rounds else f"raced {len(self.rates[index])} rounds"
+            found.append(Comparison(leader, side.params, why, self.differences[index], index == self.pick))
+        return found
+
+
+def race(sides: Sequence[RunResult], folders: Sequence[Path], seconds: float, tolerance: float = TOLERANCE) -> Race:
+    """``sides`` (measured in ``folders``, as they were configured) raced in interleaved passes: the first for about
+    ``seconds``, then passes of the fewest rounds while the pick is undecided, up to ``EXTEND`` x ``seconds``."""
+    specs = [spec_from_file(folder / RESOLVED_CONFIG) for folder in folders]
+    standing = Race(sides, tolerance)
     started = time.monotonic()
     with exclusive_host("confirmation", specs[0].bench.shared_host_ok, RunFacts(), specs[0].bench.host_wait_s):
+        budget = seconds
         while True:
-            paired = compare_specs(specs, seconds)
-            rates[0].extend(paired.rates[0])
-            rates[1].extend(paired.rates[1])
-            difference = paired_difference(*rates)
-            wide = difference.high - difference.low > 2 * tolerance
-            if difference.verdict(tolerance) is not Verdict.CANNOT_TELL or not wide or \
-                    time.monotonic() - started + seconds > EXTEND * seconds:
-                return difference
-            log.info("confirming the pick: %s cannot tell them apart yet; measuring on", difference.text())
+            begun = time.monotonic()
+            paired = compare_specs([specs[i] for i in standing.alive], budget)
+            standing.add(paired.rates)
+            spent = time.monotonic() - begun
+            if len(standing.alive) == 1 or not standing.undecided() or \
+                    time.monotonic() - started + spent > EXTEND * seconds:
+                return standing
+            log.info("confirming the pick: %d settings still in, the cheapest cannot be told from the leader yet; "
+                     "measuring on", len(standing.alive))
+            budget = 0.0  # the fewest rounds a pass takes
 
 
 def _skipped(results: Sequence[RunResult], pick: RunResult) -> str:
@@ -64,7 +136,7 @@ def _skipped(results: Sequence[RunResult], pick: RunResult) -> str:
 
 def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
                  tolerance: float = TOLERANCE) -> Optional[Confirmation]:
-    """The pick confirmed (or replaced) side by side within about ``seconds``; None without a pick."""
+    """The pick confirmed (or replaced) by a race of it and its rivals side by side; None without a pick."""
     items = as_configurations(items)[0]  # runs that differ only in what changes nothing here are one
     results = [r for _, r in items]
     chosen = recommend(results, tolerance)
@@ -75,29 +147,15 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
         return Confirmation(pick=chosen.result.params, note=skipped)
     folder = {id(r): path for path, r in items}
     finished = [r for r in results if r.finished and not r.metrics.get(M.PRUNED)]
-    confirmation, current = Confirmation(pick=chosen.result.params), chosen.result
-    per, started = seconds / 2, time.monotonic()
-
-    def compare(rival: RunResult, why: str, accept) -> bool:
-        nonlocal current
-        log.info("confirming the pick: %s against it, side by side (%.0f s)", why, per)
-        try:
-            difference = compare_runs(folder[id(current)], folder[id(rival)], per, tolerance)
-        except Exception as error:  # noqa: BLE001 - the sweep's answer stands unconfirmed, saying why
-            confirmation.note = f"the comparison failed: {type(error).__name__}: {str(error).splitlines()[0]}"
-            return False
-        accepted = accept(difference)
-        confirmation.comparisons.append(Comparison(current.params, rival.params, why, difference, accepted))
-        current = rival if accepted else current
-        return accepted
-
-    fastest = fastest_rival(current, finished, chosen.best)
-    if fastest is not None:
-        compare(fastest, "the fastest run", lambda d: d.verdict(tolerance) is Verdict.FASTER)
-    while time.monotonic() - started + per <= seconds * 1.2 and not confirmation.note:
-        fewer = fewer_workers_rival(current, finished)
-        # Fewer workers cost less: they stand unless shown slower beyond the tolerance.
-        if fewer is None or not compare(fewer, "the next fewer workers", lambda d: d.verdict(tolerance) is not Verdict.SLOWER):
-            break
-    confirmation.pick, confirmation.seconds = current.params, time.monotonic() - started
-    return confirmation
+    sides = contenders(chosen.result, finished, chosen.best)
+    if len(sides) == 1:
+        return Confirmation(pick=chosen.result.params, note="no rival to race: no faster run, none with fewer workers")
+    log.info("confirming the pick: %d settings raced side by side (%.0f s)", len(sides), seconds)
+    started = time.monotonic()
+    try:
+        standing = race(sides, [folder[id(r)] for r in sides], seconds, tolerance)
+    except Exception as error:  # noqa: BLE001 - the sweep's answer stands unconfirmed, saying why
+        return Confirmation(pick=chosen.result.params,
+                            note=f"the comparison failed: {type(error).__name__}: {str(error).splitlines()[0]}")
+    pick = sides[standing.pick]
+    return Confirmation(standing.comparisons(), pick=pick.params, seconds=time.monotonic() - started)
