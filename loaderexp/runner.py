@@ -46,7 +46,7 @@ from loaderexp.execute.profiling import ProfileStore, profile_key
 from loaderexp.execute.progress import JobProgress
 from loaderexp.loading.registry import checked
 from loaderexp.result import RESULT_FILE, RunFacts, RunResult, Status, machine_facts, write_whole
-from loaderexp.result.ceiling import ceiling_figures
+from loaderexp.result.ceiling import about_this_run, ceiling_figures
 from loaderexp.result.figures import figures
 
 log = logging.getLogger("loaderexp")
@@ -187,8 +187,9 @@ def _measure_into(result: RunResult, spec: Config, job: JobContext) -> None:
     ceiling_metrics, ceiling_info = ceiling_figures(result)
     result.metrics.update(ceiling_metrics)
     result.info.update(ceiling_info)
-    if ceiling_info.model_failure:
-        log.warning("%s: the ceiling model is off: %s", job.label, ceiling_info.model_failure)
+    failure = ceiling_info.model_failure
+    if failure and (known is None or about_this_run(failure)):  # the profile's own: said once, by the job that made it
+        log.warning("%s: the ceiling model is off: %s", job.label, failure)
     _write_batches(job.output_dir, named.batches_csv, result, job.label)
 
 

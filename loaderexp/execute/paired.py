@@ -40,6 +40,7 @@ def compare(specs: list[Config], seconds: float, on_batch: Optional[OnBatch] = N
     dataset = (configured_dataset(specs[0]) if built is None else built).dataset
     seed_everything(specs[0].bench.seed)
     rounds = max(MIN_ROUNDS, int(seconds / (ROUND_COST * len(specs))))
+    rounds += rounds % 2  # whole pairs of rounds, one in each order: a steady drift favours no position
     done = [0]
 
     def beat() -> None:

@@ -48,6 +48,15 @@ def model_of(result: RunResult, alongside: Sequence[RunResult] = ()) -> Optional
     return CeilingModel(profile, machine_of(result, profile, alongside))
 
 
+THIS_RUN = "this run"  # how a failure names the run itself, not the profile's loops it shares with other jobs
+
+
+def about_this_run(failure: str) -> bool:
+    """The model failure is this run's own rate, not the shared profile's loops (which every job that shares the
+    profile would repeat)."""
+    return failure.startswith(THIS_RUN)
+
+
 def ceiling_figures(result: RunResult) -> tuple[dict[str, float], RunFacts]:
     """(metrics, info) of a finished run against the ceiling."""
     model = model_of(result)
@@ -57,7 +66,7 @@ def ceiling_figures(result: RunResult) -> tuple[dict[str, float], RunFacts]:
                   f"backend={result.params.get(BACKEND)}: the ceiling model covers torch's DataLoader")
         return {}, RunFacts(ceiling=f"not modelled: {reason}")
     workers = result.params.get(NUM_WORKERS) or 0
-    bound = model.ceiling_range({f"this run (num_workers={workers})": rate})
+    bound = model.ceiling_range({f"{THIS_RUN} (num_workers={workers})": rate})
     ceiling, predicted = bound.limit, model.predict(workers)
     metrics = {M.CEILING: round(bound.high, 1), M.CEILING_LOW: round(bound.low, 1),
                M.CEILING_FRACTION: round(min(rate / bound.high, 1.0), 4),
