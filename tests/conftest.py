@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -62,6 +63,25 @@ def _host_shared_with_the_other_worker(request, tmp_path_factory):
     with share_of_the_host(tmp_path_factory.getbasetemp().parent, request.node.get_closest_marker("quiet_host")
                            is not None):
         yield
+
+
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def _interrupts_left_as_found(request):
+    """A test that leaves Ctrl-C ignored or blocked in this worker hands that to every process a later test starts
+    (a Python started with SIGINT ignored never raises KeyboardInterrupt): later signal tests would then fail for
+    it.  Put back, and said with the test's name."""
+    handlers = {sig: signal.getsignal(sig) for sig in INTERRUPTS}
+    yield
+    changed = [sig.name for sig in INTERRUPTS if signal.getsignal(sig) != handlers[sig]]
+    blocked = [sig.name for sig in signal.pthread_sigmask(signal.SIG_BLOCK, []) if sig in INTERRUPTS]
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
+    if changed or blocked:
+        pytest.fail(f"{request.node.nodeid} left the handlers of {changed} changed and {blocked} blocked (put back)")
 
 
 @pytest.fixture(scope="session")
