@@ -15,7 +15,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from loaderexp.result import RunResult, Status
-from tests.conftest import REPO, TINY, run_cli
+from tests.conftest import REPO, TINY, as_a_terminal_starts_it, run_cli
 
 # Sleep-cost samples: two workers are truly faster than one, so the pick (2) has a rival with fewer workers
 # that the final confirmation measures side by side for a while.
@@ -29,7 +29,7 @@ def test_a_signal_during_the_confirmation_ends_the_sweep_at_once(tmp_path, data_
     store, sweep = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "sweep"
     proc = subprocess.Popen([sys.executable, "-m", "loaderexp", "-m", *CONFIRMED, f"tracking.uri={store}",
                              f"hydra.sweep.dir={sweep}"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True, preexec_fn=as_a_terminal_starts_it)
     seen = []
     for line in proc.stdout:
         seen.append(line)

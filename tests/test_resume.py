@@ -13,7 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from loaderexp.config import RESOLVED_CONFIG
-from tests.conftest import TINY
+from tests.conftest import TINY, as_a_terminal_starts_it
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +38,8 @@ def statuses(sweep_dir):
 def test_interrupt_then_resume(tmp_path, data_root, store):
     sweep_dir = tmp_path / "sweep"
     proc = subprocess.Popen(sweep_args(store, sweep_dir), cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ},
+                            preexec_fn=as_a_terminal_starts_it)
     deadline = time.time() + 300
     while list(statuses(sweep_dir).values()).count("FINISHED") < 2:
         assert proc.poll() is None, proc.communicate()[1][-2000:]
