@@ -59,3 +59,14 @@ def test_a_race_whose_cheapest_side_spans_the_tolerance_is_undecided_until_more_
     assert race.pick == 1 and race.undecided()
     race.add([[1000, 1000, 1000, 1000], [800, 820, 810, 805]])  # shown slower: out, the leader is the pick
     assert race.alive == [0] and race.pick == 0 and not race.undecided()
+
+
+def test_a_side_put_out_keeps_the_leader_it_was_read_against_when_the_lead_changes():
+    from loaderexp.track.confirm import Race
+
+    race = Race([_run(3, 1000), _run(2, 990), _run(1, 600)], TOLERANCE)
+    race.add([[1000, 1010, 1005, 1000], [990, 1000, 985, 995], [600, 610, 590, 605]])  # 3 leads; 1 is out
+    race.add([[900, 910, 905, 900], [1000, 1005, 995, 1000]])  # then 2 leads
+    comparisons = {c.rival["loader.num_workers"]: c for c in race.comparisons()}
+    assert race.leader == 1 and comparisons[1].base == {"loader.num_workers": 3}
+    assert comparisons[3].base == {"loader.num_workers": 2}

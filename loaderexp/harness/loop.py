@@ -120,8 +120,6 @@ class Stream:
         self.hard_deadline = self.start + budget.max_seconds
         self.delivered_before = delivery.delivered_samples() if budget.warmup_batches == 0 else 0
         self.probe = probe
-        self.probed = False
-        self.seen_before_window = 0
         self.warmup = budget.warmup_batches  # the probe's pause adds the pipeline's depth to it
         self.drained = False
         self._new_window(RepeatTiming(round_size=budget.round_size))
@@ -131,12 +129,12 @@ class Stream:
         self.waits, self.busies = [0.0] * self.capacity, [0.0] * self.capacity  # busy stays 0 without a step
         self.count = 0  # measured batches in this window
 
-    def _open(self, previous: float, batch: Any) -> None:
-        """The first measured batch: the window starts where the warm-up ended."""
+    def _open(self, previous: float, batch: Any, warmup: int) -> None:
+        """The first measured batch: the window starts where the warm-up (``warmup`` batches) ended."""
         self.window_start = previous
         self.deadline = previous + self.seconds
         self.timing.warmup_s = previous - self.start
-        self.timing.warmup_batches = self.seen_before_window
+        self.timing.warmup_batches = warmup
         samples, size = batch_size_and_bytes(batch)
         self.timing.sample_bytes = size / max(samples, 1)  # collated samples share a shape
 
@@ -184,8 +182,7 @@ class Stream:
                 seen += 1
                 if seen > warmup:
                     if window_start is None:
-                        self.seen_before_window = warmup
-                        self._open(previous, payload(batch))
+                        self._open(previous, payload(batch), warmup)
                         window_start, deadline = self.window_start, self.deadline
                     if count < capacity:
                         waits[count] = arrived - previous
@@ -209,9 +206,9 @@ class Stream:
                         previous = done
                         continue
                 elif seen == warmup:
-                    if self.probe is not None and not self.probed:  # once a stream, before its first window opens
+                    # Once a stream, where the configured warm-up ends (the drain below moves `warmup` on).
+                    if self.probe is not None and seen == self.budget.warmup_batches:
                         self.probe.warmed_up()
-                        self.probed = True
                         done = clock()
                         # The reading paused this loop while the workers went on: up to the pipeline's depth of
                         # batches wait, made before the window.  Drained unmeasured, they are not counted in it

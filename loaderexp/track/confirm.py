@@ -61,7 +61,7 @@ class Race:
         self.rates: list[list[float]] = [[] for _ in sides]
         self.alive = list(range(len(sides)))
         self.out_after: dict[int, int] = {}  # side -> rounds it ran before it was out
-        self.differences: dict[int, Difference] = {}
+        self.differences: dict[int, tuple[int, Difference]] = {}  # side -> (the leader it was read against, it)
         self.leader = 0
 
     def add(self, rates: Sequence[Sequence[float]]) -> None:
@@ -71,9 +71,9 @@ class Race:
         self.leader = max(self.alive, key=lambda i: statistics.median(self.rates[i]))
         for index in self.alive:
             if index != self.leader:
-                self.differences[index] = paired_difference(self.rates[self.leader], self.rates[index])
-        out = [i for i in self.alive if i in self.differences and i != self.leader
-               and self.differences[i].verdict(self.tolerance) is Verdict.SLOWER]
+                self.differences[index] = self.leader, paired_difference(self.rates[self.leader], self.rates[index])
+        out = [i for i in self.alive if i != self.leader
+               and self.differences[i][1].verdict(self.tolerance) is Verdict.SLOWER]
         for index in out:
             self.out_after[index] = len(self.rates[index])
         self.alive = [i for i in self.alive if i not in out]
@@ -87,20 +87,21 @@ class Race:
         """The pick's interval cannot tell it from the leader's and is wider than the tolerance: more rounds may."""
         if self.pick == self.leader:
             return False
-        difference = self.differences[self.pick]
+        difference = self.differences[self.pick][1]
         return difference.verdict(self.tolerance) is Verdict.CANNOT_TELL and \
             difference.high - difference.low > 2 * self.tolerance
 
     def comparisons(self) -> list[Comparison]:
-        """Each side against the leader, as the rule read it; the pick's marked accepted when it is not the leader."""
-        leader = self.sides[self.leader].params
+        """Each side against the leader it was last read against (a side put out keeps the leader of its pass); the
+        pick's marked accepted when it is not the leader."""
         found = []
         for index, side in enumerate(self.sides):
             if index == self.leader:
                 continue
+            leader, difference = self.differences[index]
             rounds = self.out_after.get(index)
             why = f"out after {rounds} rounds" if rounds else f"raced {len(self.rates[index])} rounds"
-            found.append(Comparison(leader, side.params, why, self.differences[index], index == self.pick))
+            found.append(Comparison(self.sides[leader].params, side.params, why, difference, index == self.pick))
         return found
 
 
