@@ -8,10 +8,11 @@ Each round runs, in an order that alternates round by round: the naive loop (one
 ``for batch in loader: pass``, its own script, imports included: benchmarks/adaptive_vs_epochs.py's), the
 full grid (``python -m loaderexp -m loader.num_workers=...``) and the predicted grid (the same with
 ``bench.predict=true``: the profile, the knee and its neighbours measured, the rest predicted).  Both sweeps
-run with ``bench.confirm_s=0``: the side-by-side confirmation is a step of its own after the answer (its
-cost is printed by the quickstart's footer).  Time is the sweep's wall time as a user sees it.  Target:
-the predicted grid takes at most a fifth of the naive loop's time and picks what the naive loop's epochs
-pick (by loaderexp's rule: the fewest workers within 5% of the best).
+end as a user's does, with the race of the pick against its rivals side by side (``bench.confirm_s``, the
+default): the race is how the sweep answers, so its time counts.  Time is the sweep's wall time as a user
+sees it, a fresh MLflow store's creation included.  Targets: the full grid 0..3 in at most half the naive
+loop's time, the predicted grid 0..16 in at most a fifth, each with the naive loop's pick (by loaderexp's
+rule: the fewest workers that cannot be told from the best).
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ from loaderexp.report import recommend  # noqa: E402
 from loaderexp.result import Status  # noqa: E402
 
 
+TARGETS = {"0-3": ("grid", 0.5), "0-16": ("predict", 0.2)}  # grid: (which sweep, its most time against naive)
+
+
 def grid_sweep(data_root: Path, workers: list[int], folder: Path, predict: bool) -> tuple[float, int, int]:
     """(seconds, the pick, jobs measured)."""
-    done = sweep([f"loader.num_workers={','.join(map(str, workers))}", "bench.confirm_s=0",
+    done = sweep([f"loader.num_workers={','.join(map(str, workers))}",
                   f"bench.predict={'true' if predict else 'false'}"], folder,
                  env={"LOADEREXP_DATA_ROOT": str(data_root)})
     measured = [r for r in done.results if r.status is not Status.PREDICTED]
@@ -80,13 +84,14 @@ def main() -> int:
             print(f"  {i:5d}  {f['naive_s']:8.1f}  {f['grid_s']:6.1f}  {f['predict_s']:11.1f}  "
                   f"{f['predict_s'] / f['naive_s']:15.2f}  {f['grid_s'] / f['naive_s']:10.2f}  "
                   f"{f['predict_measured']:6d} of {len(workers):<4d}  {f['naive_pick']}/{f['grid_pick']}/{f['predict_pick']}")
-        ratio = statistics.median(f["predict_s"] / f["naive_s"] for f in rounds)
-        same = all(f["predict_pick"] == f["naive_pick"] for f in rounds)
-        met = ratio <= 0.2 and same
-        failed += not met
-        print(f"  predicted grid / naive loop: median {ratio:.2f}; same pick as the naive loop in "
-              f"{sum(f['predict_pick'] == f['naive_pick'] for f in rounds)} of {len(rounds)} rounds: target (at most "
-              f"0.20, same pick) {'met' if met else 'NOT met'}\n")
+        which, most = TARGETS.get(text, ("predict", None))
+        ratio = statistics.median(f[f"{which}_s"] / f["naive_s"] for f in rounds)
+        same = sum(f[f"{which}_pick"] == f["naive_pick"] for f in rounds)
+        verdict = "" if most is None else \
+            f": target (at most {most:.2f}, same pick) {'met' if ratio <= most and same == len(rounds) else 'NOT met'}"
+        failed += bool(verdict) and "NOT" in verdict
+        print(f"  {'predicted grid' if which == 'predict' else 'full grid'} / naive loop: median {ratio:.2f}; same "
+              f"pick as the naive loop in {same} of {len(rounds)} rounds{verdict}\n")
     return 1 if failed else 0
 
 

@@ -70,3 +70,16 @@ def test_a_side_put_out_keeps_the_leader_it_was_read_against_when_the_lead_chang
     comparisons = {c.rival["loader.num_workers"]: c for c in race.comparisons()}
     assert race.leader == 1 and comparisons[1].base == {"loader.num_workers": 3}
     assert comparisons[3].base == {"loader.num_workers": 2}
+
+
+def test_a_race_is_settled_once_every_side_still_in_is_within_the_tolerance_of_the_leader():
+    """After a pass, 1 worker is out and 2 reads within the tolerance of 3: nothing more rounds could change, so the
+    race ends before its budget; a side whose interval still reaches past the tolerance keeps it going."""
+    from loaderexp.track.confirm import Race
+
+    race = Race([_run(3, 1000), _run(2, 995), _run(1, 500)], TOLERANCE)
+    race.add([[1000, 1000], [998, 996], [500, 505]])
+    assert race.alive == [0, 1] and race.settled() and race.pick == 1
+    wide = Race([_run(3, 1000), _run(2, 950)], TOLERANCE)
+    wide.add([[1000, 1000], [990, 930]])
+    assert not wide.settled()

@@ -220,6 +220,9 @@ class PausingProbe:
     def epoch_ending(self) -> None:
         pass
 
+    def read_enough(self) -> bool:
+        return False
+
 
 @pytest.mark.parametrize("depth", [0, 8])
 def test_batches_banked_while_the_probe_reads_are_not_counted_in_the_window(depth):

@@ -57,6 +57,42 @@ def test_readings_that_rise_by_no_more_than_their_jitter_project_no_growth():
     assert alone.epoch_peak_mb == 501.0 and "without workers" in alone.basis
 
 
+class ScriptedMonitor:
+    """The probe's monitor over a loader at 1,000 samples/s whose tree holds ``mb(samples)`` with 2 workers."""
+
+    def __init__(self, mb):
+        self.mb, self.read, self.trace = mb, 0, []
+
+    def samples_read(self) -> int:
+        return self.read
+
+    def sample_now(self) -> None:
+        self.trace.append(reading(self.read, self.mb(self.read), {1: 1.0, 2: 1.0}))
+
+
+@pytest.mark.parametrize("grows", [False, True])
+def test_reading_on_stops_once_a_reading_shows_the_rest_of_the_epoch_flat(grows):
+    """Readings at 500 and 5,500 of 50,000 that rise within their jitter (3 MB) cannot rule out 27 MB more by the
+    epoch's end (the threshold: 20 MB): the probe reads on to where one more reading can (about 7,300), and stops
+    there when the tree is still flat; a tree that grows after all is read to the epoch's end."""
+    from loaderexp.harness.memory import EpochMemory
+
+    monitor = ScriptedMonitor(lambda n: 900.0 + (0.004 * max(n - 5_500, 0) if grows else 2.0 * (n > 3000)))
+    probe = EpochMemory(monitor, dataset_mb=500.0, epoch_samples=50_000, available_mb=None, budget_s=60.0)
+    monitor.read = 500
+    probe.warmed_up()
+    monitor.read = 5_500
+    assert probe.windows_done() and probe.until is not None and 5_500 < probe.until < 10_000
+    until, stopped = probe.until, False
+    while probe.until is not None and not stopped:  # batch by batch, as the drain asks
+        monitor.read += 128
+        stopped = probe.read_enough()
+    assert until <= monitor.read < until + 128 and stopped is not grows and len(monitor.trace) == 3
+    if not grows:
+        record = probe.record()
+        assert record.epoch_peak_mb == 902.0 and "did not grow" in record.basis
+
+
 def test_the_harness_own_delivery_logs_are_not_the_loaders_memory():
     """Every epoch waits for its delivery check with its indices logged: what those logs hold is loaderexp's,
     and the tree's readings leave it out."""

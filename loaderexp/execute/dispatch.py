@@ -45,12 +45,12 @@ def host_facts(isolate: bool) -> HostFacts:
     return measured_here()
 
 
-def compare_specs(specs: list[Config], seconds: float) -> Any:
-    """``specs`` (one dataset) side by side in interleaved windows: PairedRates."""
+def compare_specs(specs: list[Config], rounds: int) -> Any:
+    """``specs`` (one dataset) side by side in ``rounds`` interleaved rounds: PairedRates."""
     if specs[0].bench.isolate:
         from loaderexp.execute.child import compare_in_child
 
-        return compare_in_child(specs, seconds)
+        return compare_in_child(specs, rounds)
     from loaderexp.execute.paired import compare
 
-    return compare(specs, seconds)
+    return compare(specs, rounds)

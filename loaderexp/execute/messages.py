@@ -19,7 +19,7 @@ class RunJob(NamedTuple):
     spec: Any  # loaderexp.config.schema.Config
     profile: bool = False  # profile the stages first (the sweep has no profile of this dataset yet)
     paired: tuple = ()  # other specs on the same dataset: compare them with ``spec`` side by side instead
-    paired_s: float = 0.0  # for about this long
+    paired_rounds: int = 0  # in this many interleaved rounds
     profile_only: bool = False  # only the profiling pass (bench.predict: the job may not need measuring)
 
 

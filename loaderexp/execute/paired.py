@@ -23,8 +23,6 @@ from loaderexp.harness.paired import Side, interleaved
 from loaderexp.harness.records import PairedRates
 
 WINDOW_S = 0.5  # each window; with its start and warm-up a round of two costs about 1.3 s
-ROUND_COST = 0.7  # seconds a window costs, its start and warm-up included (measured: 0.65 s), for planning
-MIN_ROUNDS = 3
 
 
 def side_of(spec: Config, dataset: Any) -> Side:
@@ -34,13 +32,13 @@ def side_of(spec: Config, dataset: Any) -> Side:
     return Side(loader, warmup, delivery.payload, None if idle else consumer)
 
 
-def compare(specs: list[Config], seconds: float, on_batch: Optional[OnBatch] = None,
+def compare(specs: list[Config], rounds: int, on_batch: Optional[OnBatch] = None,
             built: Optional[BuiltDataset] = None) -> PairedRates:
-    """``specs`` (one dataset) in interleaved windows for about ``seconds`` in all."""
+    """``specs`` (one dataset) in ``rounds`` interleaved rounds, made a whole number of pairs: one in each order,
+    so a steady drift favours no position."""
     dataset = (configured_dataset(specs[0]) if built is None else built).dataset
     seed_everything(specs[0].bench.seed)
-    rounds = max(MIN_ROUNDS, int(seconds / (ROUND_COST * len(specs))))
-    rounds += rounds % 2  # whole pairs of rounds, one in each order: a steady drift favours no position
+    rounds = max(2, rounds + rounds % 2)
     done = [0]
 
     def beat() -> None:

@@ -51,6 +51,9 @@ class Probe(Protocol):
     def epoch_ending(self) -> None:
         """Reading on to an epoch's end, its last batch is next (its workers are still alive)."""
 
+    def read_enough(self) -> bool:
+        """Reading on, after each batch: True stops it there (the readings tell what the epoch's rest holds)."""
+
 
 def run_repeat(loader: Iterable, budget: BudgetSpec, delivery: DeliveryTracker, process: Optional[Process] = None,
                clock: Clock = time.perf_counter, on_batch: Optional[Callable[[int], None]] = None) -> RepeatTiming:
@@ -199,7 +202,7 @@ class Stream:
                         self.count = count
                         if not self._close_window(done):
                             if self.probe is not None and self.probe.windows_done():
-                                seen, complete = self._drain(iterator, seen), True
+                                seen, complete = self._drain(iterator, seen)
                             break
                         waits, busies, count = self.waits, self.busies, 0
                         window_start, deadline, hard_deadline = done, self.deadline, self.hard_deadline
@@ -234,9 +237,10 @@ class Stream:
         self._end_epoch(complete, seen - epoch_first, epoch_start)
         del iterator  # shuts non-persistent workers down before the next repeat
 
-    def _drain(self, iterator: Any, seen: int) -> int:
+    def _drain(self, iterator: Any, seen: int) -> tuple[int, bool]:
         """The rest of this epoch, unmeasured and not stepped: what a whole epoch's reads leave in memory
-        (the probe asked for it).  Nothing here is timed; the heartbeat goes on."""
+        (the probe asked for it), or as much of it as the probe needs.  Nothing here is timed; the heartbeat goes
+        on.  (batches seen, whether the epoch ended)"""
         take, on_batch, beat = self.delivery.take, self.on_batch, self.before + self.count
         self.drained = True
         last = seen + (batches_left(iterator) or 0)  # DataLoader's workers exit with the epoch's last batch: read before it
@@ -249,7 +253,9 @@ class Stream:
                 on_batch(beat)
             if seen == last - 1 and self.probe is not None:
                 self.probe.epoch_ending()
-        return seen
+            elif self.probe is not None and self.probe.read_enough():
+                return seen, False
+        return seen, True
 
     def _end_epoch(self, complete: bool, batches: int, epoch_start: float) -> None:
         self.delivery.end_epoch(complete, batches)

@@ -13,6 +13,9 @@ from typing import Any, Optional
 READ_ON_MB, READ_ON_SHARE = 20.0, 0.02
 EVIDENCE_SHARE = 0.05  # readings this far apart in an epoch tell whether the tree grows
 CHEAP_SHARE = 0.1  # reading on costs at most this share of the time measured: measure rather than project
+# Reading on only until one more reading can show the rest of the epoch flat pays when that point comes well before
+# the epoch's end; the reading is taken a margin past the least span that could show it.
+READ_ON_PART, READ_ON_MARGIN = 0.7, 1.25
 NOISE_MB = 3.0  # a rise this small between readings is the allocator's jitter, not a growth to project
 
 
@@ -182,6 +185,7 @@ class EpochMemory:
                                  persistent=persistent, forked=forked)
         self.readings = 0  # the trace's length at the last reading taken with workers alive
         self.drained = False
+        self.until: Optional[int] = None  # reading on: the samples read at which one more reading may end it
 
     def record(self) -> MemoryRecord:
         trace = list(self.monitor.trace)
@@ -191,28 +195,67 @@ class EpochMemory:
         self.monitor.sample_now()
 
     def windows_done(self) -> bool:
-        """Read on to the epoch's end when that is cheap and the readings do not already show the tree flat
-        over a good part of an epoch (too few, or too close together, to tell is not flat)."""
+        """Read on when that is cheap and the readings do not already show the tree flat over a good part of an
+        epoch (too few, or too close together, to tell is not flat): to the point where one more reading can show
+        what the rest of the epoch holds (:meth:`read_enough`), or to the epoch's end."""
         self.monitor.sample_now()
         self.readings = len(self.monitor.trace)
         record = self.record()
         readings = record.with_workers
         if record.whole_epoch or not record.epoch_samples or not readings:
             return False
-        first = next(s for s in readings if set(s.workers_mb) == set(readings[-1].workers_mb))
-        left = record.epoch_samples - record.position(readings[-1], first)
+        left = self.left(record)
         trace = self.monitor.trace
         rate = self.rate(trace)
         if rate <= 0 or left / rate > self.budget_s:
             return False
-        told = record.span >= EVIDENCE_SHARE * record.epoch_samples
-        # What is still to come at the most the readings allow: a rise within their jitter could be real.
-        steepest = max(record.growth_mb_per_sample, NOISE_MB / max(record.span, 1))
-        small = steepest * left < max(READ_ON_MB, READ_ON_SHARE * record.measured_peak_mb)
-        if told and small and left / rate > CHEAP_SHARE * (trace[-1].time - trace[0].time):
+        if self.told(record) and self.hidden_mb(record) < self.threshold_mb(record) and \
+                left / rate > CHEAP_SHARE * (trace[-1].time - trace[0].time):
             return False  # flat, and shown so: an epoch holds what was measured
         self.drained = True
+        # Reading on x more samples, the span grows by x and what is left shrinks by x: the least x for which
+        # the readings' jitter spread over the span no longer hides the threshold in what is left, nor (where
+        # the readings rise) the growth they show.
+        threshold, growth = self.threshold_mb(record), record.growth_mb_per_sample
+        extra = (NOISE_MB * left - threshold * record.span) / (NOISE_MB + threshold)
+        if growth > 0:
+            extra = max(extra, left - threshold / growth)
+        self.until = None
+        if extra < READ_ON_PART * left:
+            self.until = readings[-1].samples + max(int(READ_ON_MARGIN * extra), 1)
         return True
+
+    def read_enough(self) -> bool:
+        """Reading on: at the point :meth:`windows_done` set, one more reading; True (stop reading on) when the
+        readings now show the tree flat enough that the rest of the epoch cannot move the figure past the
+        threshold, else on to the epoch's end."""
+        if self.until is None or self.monitor.samples_read() < self.until:
+            return False
+        self.until = None
+        self.epoch_done()
+        record = self.record()
+        return self.told(record) and self.hidden_mb(record) < self.threshold_mb(record)
+
+    def left(self, record: MemoryRecord) -> int:
+        """Samples still to come in the epoch of the last reading's workers."""
+        readings = record.with_workers
+        first = next(s for s in readings if set(s.workers_mb) == set(readings[-1].workers_mb))
+        return max(record.epoch_samples - record.position(readings[-1], first), 0)
+
+    @staticmethod
+    def told(record: MemoryRecord) -> bool:
+        return record.span >= EVIDENCE_SHARE * record.epoch_samples
+
+    @staticmethod
+    def threshold_mb(record: MemoryRecord) -> float:
+        """What the rest of an epoch may add unseen: the figure's stated precision."""
+        return max(READ_ON_MB, READ_ON_SHARE * record.measured_peak_mb)
+
+    def hidden_mb(self, record: MemoryRecord) -> float:
+        """The most the rest of the epoch could add that the readings allow: a rise within their jitter could be
+        real."""
+        steepest = max(record.growth_mb_per_sample, NOISE_MB / max(record.span, 1))
+        return steepest * self.left(record)
 
     @staticmethod
     def rate(readings: list[MemorySample]) -> float:

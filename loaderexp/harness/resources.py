@@ -219,6 +219,10 @@ class ResourceMonitor:
     def trace(self) -> list[MemorySample]:
         return self._trace
 
+    def samples_read(self) -> int:
+        """Samples the loader has delivered so far."""
+        return self._samples_read()
+
     def sample_now(self) -> None:
         """A memory reading now (the loop asks between windows, where it costs nothing measured)."""
         with self._lock:

@@ -2,12 +2,17 @@
 and the runs with fewer workers, in interleaved windows on this host (:mod:`loaderexp.execute.paired`), so a host
 whose speed drifted while the jobs ran one after another does not decide the answer.
 
-A race: every pass measures each setting still in it once a round, the order reversed every other round; after a
-pass, a setting shown slower than the leader beyond the tolerance with 95% confidence is out.  The pick is then the
-cheapest setting still in (fewest workers), the rule of :meth:`Difference.verdict`: fewer workers stand unless shown
-slower.  While the cheapest one's interval cannot tell and is wider than the tolerance, more passes, up to
-``EXTEND`` x the budget; still undecided, the cheaper setting stands and the report says the two cannot be told
-apart on this host now.
+A race: every pass is a pair of rounds, each measuring every setting still in once, the second in the reverse
+order; after a pass, a setting shown slower than the leader beyond the tolerance with 95% confidence is out.  The
+race ends as soon as one setting is left, or all still in are shown within the tolerance of the leader; else after
+about ``bench.confirm_s``.  The pick is then the cheapest setting still in (fewest workers), the rule of
+:meth:`Difference.verdict`: fewer workers stand unless shown slower.  While the cheapest one's interval cannot tell
+and is wider than the tolerance, more passes, up to ``EXTEND`` x the budget; still undecided, the cheaper setting
+stands and the report says the two cannot be told apart on this host now.
+
+A look after every pass is a sequential test: each look is another chance to put out a setting that is in truth as
+fast.  The rule only puts out a side whose whole interval lies beyond the tolerance, and t's intervals from two to
+a few rounds are wide (x12.7 the standard error at two rounds), so a side that is out is slower by a wide margin.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ log = logging.getLogger("loaderexp")
 
 EXTEND = 3  # a pick still too wide to decide gets more passes, up to this many times bench.confirm_s in all
 MAX_SIDES = 5  # the pick, the fastest run, and the nearest fewer-workers runs
+PASS_ROUNDS = 2  # a pass: one round in each order, so a steady drift favours no side; then who is out
 
 
 def contenders(pick: RunResult, finished: Sequence[RunResult], best: RunResult) -> list[RunResult]:
@@ -91,6 +97,11 @@ class Race:
         return difference.verdict(self.tolerance) is Verdict.CANNOT_TELL and \
             difference.high - difference.low > 2 * self.tolerance
 
+    def settled(self) -> bool:
+        """Every side still in is within the tolerance of the leader: more rounds would not change the pick."""
+        return all(self.differences[i][1].verdict(self.tolerance) is Verdict.SAME
+                   for i in self.alive if i != self.leader)
+
     def comparisons(self) -> list[Comparison]:
         """Each side against the leader it was last read against (a side put out keeps the leader of its pass); the
         pick's marked accepted when it is not the leader."""
@@ -106,24 +117,29 @@ class Race:
 
 
 def race(sides: Sequence[RunResult], folders: Sequence[Path], seconds: float, tolerance: float = TOLERANCE) -> Race:
-    """``sides`` (measured in ``folders``, as they were configured) raced in interleaved passes: the first for about
-    ``seconds``, then passes of the fewest rounds while the pick is undecided, up to ``EXTEND`` x ``seconds``."""
+    """``sides`` (measured in ``folders``, as they were configured) raced in passes of a pair of interleaved rounds,
+    a side shown slower put out after each: until one is left or all still in are within the tolerance of the
+    leader; else for about ``seconds``, and on while the pick is undecided, up to ``EXTEND`` x ``seconds``."""
     specs = [spec_from_file(folder / RESOLVED_CONFIG) for folder in folders]
     standing = Race(sides, tolerance)
     started = time.monotonic()
+    said = False
     with exclusive_host("confirmation", specs[0].bench.shared_host_ok, RunFacts(), specs[0].bench.host_wait_s):
-        budget = seconds
         while True:
             begun = time.monotonic()
-            paired = compare_specs([specs[i] for i in standing.alive], budget)
+            paired = compare_specs([specs[i] for i in standing.alive], PASS_ROUNDS)
             standing.add(paired.rates)
-            spent = time.monotonic() - begun
-            if len(standing.alive) == 1 or not standing.undecided() or \
-                    time.monotonic() - started + spent > EXTEND * seconds:
+            now = time.monotonic()
+            if len(standing.alive) == 1 or standing.settled():
                 return standing
-            log.info("confirming the pick: %d settings still in, the cheapest cannot be told from the leader yet; "
-                     "measuring on", len(standing.alive))
-            budget = 0.0  # the fewest rounds a pass takes
+            if now - started >= seconds and not standing.undecided():
+                return standing
+            if now - started + (now - begun) > EXTEND * seconds:
+                return standing
+            if now - started >= seconds and not said:
+                log.info("confirming the pick: %d settings still in, the cheapest cannot be told from the leader "
+                         "yet; measuring on", len(standing.alive))
+                said = True
 
 
 def _skipped(results: Sequence[RunResult], pick: RunResult) -> str:
@@ -151,7 +167,8 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
     sides = contenders(chosen.result, finished, chosen.best)
     if len(sides) == 1:
         return Confirmation(pick=chosen.result.params, note="no rival to race: no faster run, none with fewer workers")
-    log.info("confirming the pick: %d settings raced side by side (%.0f s)", len(sides), seconds)
+    log.info("confirming the pick: %d settings raced side by side (about %.0f s; a setting shown slower is out "
+             "after each pair of rounds)", len(sides), seconds)
     started = time.monotonic()
     try:
         standing = race(sides, [folder[id(r)] for r in sides], seconds, tolerance)
