@@ -190,7 +190,8 @@ def what_if_check(name: str, data: Any) -> bool:
             stated = changed.uncertainty() if measured_without else 0.5
             print(f"  {op_name} removed at num_workers={workers}: predicted {predicted:,.0f}, the pipeline without it "
                   f"{before:,.0f}/{after:,.0f} samples/s: {100 * off:+.1f}% ("
-                  + ("measured, target 15%" if measured_without else f"modelled, stated +-{100 * stated:.0f}%") + ")")
+                  + (f"measured, stated +-{100 * stated:.0f}%, target 15%" if measured_without
+                     else f"modelled, stated +-{100 * stated:.0f}%") + ")")
     return ok
 
 
