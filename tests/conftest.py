@@ -100,7 +100,7 @@ def _interrupts_left_as_found(request):
     blocked = [sig.name for sig in signal.pthread_sigmask(signal.SIG_BLOCK, []) if sig in INTERRUPTS]
     if changed or blocked:
         for sig, handler in handlers.items():
-            if handler is not None:  # None: set outside Python; it is put back as the kernel had it below
+            if handler is not None:  # None: installed outside Python, which cannot put it back; the warning says it
                 signal.signal(sig, handler)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
         warnings.warn(f"{request.node.nodeid} left {sorted(changed)} changed and {blocked} blocked: put back")

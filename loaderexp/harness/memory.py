@@ -209,8 +209,7 @@ class EpochMemory:
         rate = self.rate(trace)
         if rate <= 0 or left / rate > self.budget_s:
             return False
-        if self.told(record) and self.hidden_mb(record) < self.threshold_mb(record) and \
-                left / rate > CHEAP_SHARE * (trace[-1].time - trace[0].time):
+        if self.shown_flat(record) and left / rate > CHEAP_SHARE * (trace[-1].time - trace[0].time):
             return False  # flat, and shown so: an epoch holds what was measured
         self.drained = True
         # Reading on x more samples, the span grows by x and what is left shrinks by x: the least x for which
@@ -233,8 +232,7 @@ class EpochMemory:
             return False
         self.until = None
         self.epoch_done()
-        record = self.record()
-        return self.told(record) and self.hidden_mb(record) < self.threshold_mb(record)
+        return self.shown_flat(self.record())
 
     def left(self, record: MemoryRecord) -> int:
         """Samples still to come in the epoch of the last reading's workers."""
@@ -242,9 +240,10 @@ class EpochMemory:
         first = next(s for s in readings if set(s.workers_mb) == set(readings[-1].workers_mb))
         return max(record.epoch_samples - record.position(readings[-1], first), 0)
 
-    @staticmethod
-    def told(record: MemoryRecord) -> bool:
-        return record.span >= EVIDENCE_SHARE * record.epoch_samples
+    def shown_flat(self, record: MemoryRecord) -> bool:
+        """The readings span a good part of the epoch, and the rest of it cannot add the threshold unseen."""
+        return record.span >= EVIDENCE_SHARE * record.epoch_samples and \
+            self.hidden_mb(record) < self.threshold_mb(record)
 
     @staticmethod
     def threshold_mb(record: MemoryRecord) -> float:
