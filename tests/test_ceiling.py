@@ -284,3 +284,50 @@ def test_the_memory_forecast_with_workers_leaves_out_the_run_without_them():
     assert at_four.measured_at == (1, 2) and at_four.mb == pytest.approx(1345, rel=0.02)
     assert forecast({0: 923.0, 2: 1331.0}, 4).measured_at == (0, 2)  # one count with workers: the line needs the 0
     assert forecast({0: 923.0, 1: 1325.0, 2: 1331.0}, 0).measured_at == (0, 1, 2)
+
+
+class _Spin:
+    """A transform operation that costs ``ms`` of CPU and nothing else."""
+
+    def __init__(self, ms: float):
+        self.seconds = ms / 1000.0
+
+    def __call__(self, value):
+        until = time.thread_time() + self.seconds
+        while time.thread_time() < until:
+            pass
+        return value
+
+
+def test_a_lighter_pipelines_all_cores_loop_runs_at_the_runs_own_batch(monkeypatch):
+    """Its rate is the what-if itself: a batch shrunk to fit the budget pays its per-batch costs over fewer
+    samples and reads slow (10-19% at 24 samples against 64), so it is not shrunk; the one-worker loop may be."""
+    import torch
+    from torchvision import transforms as T
+
+    from loaderexp.harness import profile_lighter, profile_loops
+
+    class Tensors(torch.utils.data.Dataset):
+        def __init__(self):
+            self.transform = T.Compose([_Spin(0.3), _Spin(0.1)])
+
+        def __len__(self):
+            return 2048
+
+        def __getitem__(self, index):
+            return self.transform(torch.zeros(4))
+
+    seen: list[tuple[int, int]] = []  # (workers, batch) of each loop
+    real = profile_loops.workers_loop
+
+    def spied(dataset, sampler, batch_size, collate, workers, budget_s):
+        seen.append((workers, batch_size))
+        return real(dataset, sampler, batch_size, collate, workers, budget_s)
+
+    monkeypatch.setattr(profile_loops, "workers_loop", spied)
+    stages = [Stage("fetch", "fetch", 0.00001, 0.00001), Stage("_Spin", "transform", 0.0003, 0.0003),
+              Stage("_Spin", "transform", 0.0001, 0.0001)]
+    found = profile_lighter.lighter_pipelines(Tensors(), stages, list(range(2048)), 64, None, 2.0, budget_s=0.2)
+    assert found and found[0].all_cores_rate
+    assert (2, 64) in seen  # all cores, at the run's batch although 0.035 s cannot time 14 of them
+    assert any(workers == 1 and batch < 64 for workers, batch in seen)  # the one-worker loop: shrunk to its budget

@@ -56,7 +56,8 @@ def lighter_pipelines(dataset: Any, stages: list[Stage], indices: list[int], bat
             worker = worker_figures(dataset, indices, per_sample, batch_size, collate, 0.4 * budget_s)
             if worker is None:
                 continue
-            rates = all_cores_rates(dataset, indices, batch_size, collate, cores, worker.wall_s, 0.35 * budget_s)
+            rates = all_cores_rates(dataset, indices, batch_size, collate, cores, worker.wall_s, 0.35 * budget_s,
+                                    own_batch=True)
         except Exception:  # noqa: BLE001 - the pipeline does not run without it (ToTensor before Normalize): modelled
             continue
         finally:

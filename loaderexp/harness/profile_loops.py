@@ -226,12 +226,17 @@ def worker_figures(dataset: Any, indices: list[int], per_sample_s: float, batch_
 
 
 def all_cores_rates(dataset: Any, indices: list[int], batch_size: Optional[int], collate: Optional[Callable],
-                    cores: float, worker_wall_s: float, budget_s: float) -> list[float]:
+                    cores: float, worker_wall_s: float, budget_s: float, own_batch: bool = False) -> list[float]:
     """Samples/s over each third of a loop with one worker per usable core, when a few rounds of them fit the
     budget: what the cores really do together (a shared host, hyperthreads, the main process waiting for a
-    core), which the stage costs alone cannot tell; the thirds say how steady it was."""
+    core), which the stage costs alone cannot tell; the thirds say how steady it was.
+
+    ``own_batch``: at the run's batch, however long its fewest batches take, where the rate itself is the
+    figure (not only the cores' efficiency): a smaller batch spreads the per-batch costs (collate, the
+    hand-over) over fewer samples, and read 10-19% slow at 24 samples against 64."""
     workers = max(1, math.ceil(cores - 1e-9))
-    batch = timed_batch(batch_size, worker_wall_s / workers, budget_s, batches=MIN_TIMED + workers)
+    batch = batch_size if own_batch else timed_batch(batch_size, worker_wall_s / workers, budget_s,
+                                                     batches=MIN_TIMED + workers)
     if workers < 2 or len(indices) < 4 * workers * (batch or 1):
         return []
     loop = workers_loop(dataset, indices, batch, collate, workers, budget_s)
