@@ -83,3 +83,19 @@ def test_a_race_is_settled_once_every_side_still_in_is_within_the_tolerance_of_t
     wide = Race([_run(3, 1000), _run(2, 950)], TOLERANCE)
     wide.add([[1000, 1000], [990, 930]])
     assert not wide.settled()
+
+
+def test_a_race_ends_once_no_side_still_in_can_put_the_pick_out():
+    """The pick leads and the rival with more workers reads 6% slower, its interval reaching past the tolerance on
+    one side only: it cannot be shown faster than the pick by the tolerance, and it is not cheaper, so the race
+    ends (not settled: the rival is not shown within the tolerance); a rival that might still beat the pick by
+    the tolerance keeps it going."""
+    from loaderexp.track.confirm import Race
+
+    race = Race([_run(2, 1000), _run(3, 940)], TOLERANCE)
+    race.add([[1000, 1000, 1000, 1000], [900, 960, 940, 960]])  # 3 against 2: -6.0%, CI about -10.5% .. -1.5%
+    assert race.alive == [0, 1] and race.pick == 0 == race.leader
+    assert not race.settled() and race.pick_stands()
+    open_race = Race([_run(2, 1000), _run(3, 1000)], TOLERANCE)
+    open_race.add([[1000, 1000], [960, 1040]])  # 3 might still be 10% faster
+    assert open_race.pick == 0 and not open_race.pick_stands()

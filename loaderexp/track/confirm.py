@@ -4,8 +4,9 @@ whose speed drifted while the jobs ran one after another does not decide the ans
 
 A race: every pass is a pair of rounds, each measuring every setting still in once, the second in the reverse
 order; after a pass, a setting shown slower than the leader beyond the tolerance with 95% confidence is out.  The
-race ends as soon as one setting is left, or all still in are shown within the tolerance of the leader; else after
-about ``bench.confirm_s``.  The pick is then the cheapest setting still in (fewest workers), the rule of
+race ends as soon as one setting is left, or all still in are shown within the tolerance of the leader, or none
+still in can put the pick out any more (each is shown not to beat it by the tolerance); else after about
+``bench.confirm_s``.  The pick is then the cheapest setting still in (fewest workers), the rule of
 :meth:`Difference.verdict`: fewer workers stand unless shown slower.  While the cheapest one's interval cannot tell
 and is wider than the tolerance, more passes, up to ``EXTEND`` x the budget; still undecided, the cheaper setting
 stands and the report says the two cannot be told apart on this host now.
@@ -102,6 +103,14 @@ class Race:
         return all(self.differences[i][1].verdict(self.tolerance) is Verdict.SAME
                    for i in self.alive if i != self.leader)
 
+    def pick_stands(self) -> bool:
+        """Every other side still in is shown, with 95% confidence, not to beat the pick by the tolerance: none
+        can put it out (the rule puts a side out only when shown slower beyond the tolerance), and none is
+        cheaper (the pick is the cheapest still in), so more rounds would not change the answer."""
+        pick = self.pick
+        return all(paired_difference(self.rates[i], self.rates[pick]).low > -self.tolerance
+                   for i in self.alive if i != pick)
+
     def comparisons(self) -> list[Comparison]:
         """Each side against the leader it was last read against (a side put out keeps the leader of its pass); the
         pick's marked accepted when it is not the leader."""
@@ -130,7 +139,7 @@ def race(sides: Sequence[RunResult], folders: Sequence[Path], seconds: float, to
             paired = compare_specs([specs[i] for i in standing.alive], PASS_ROUNDS)
             standing.add(paired.rates)
             now = time.monotonic()
-            if len(standing.alive) == 1 or standing.settled():
+            if len(standing.alive) == 1 or standing.settled() or standing.pick_stands():
                 return standing
             if now - started >= seconds and not standing.undecided():
                 return standing
