@@ -29,7 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.adaptive_vs_epochs import naive_pick, run_naive  # noqa: E402
 from benchmarks.common import REPO, sweep  # noqa: E402
-from loaderexp.report import recommend  # noqa: E402
+from loaderexp.report import load_results  # noqa: E402
+from loaderexp.report.confirm import Confirmation  # noqa: E402
+from loaderexp.report.export import recommended  # noqa: E402
 from loaderexp.result import Status  # noqa: E402
 
 
@@ -42,7 +44,8 @@ def grid_sweep(data_root: Path, workers: list[int], folder: Path, predict: bool)
                   f"bench.predict={'true' if predict else 'false'}"], folder,
                  env={"LOADEREXP_DATA_ROOT": str(data_root)})
     measured = [r for r in done.results if r.status is not Status.PREDICTED]
-    return done.seconds, recommend(done.results).result.workers, len(measured)
+    picks = recommended(load_results(folder), Confirmation.read(folder))  # the race's pick, as the export has it
+    return done.seconds, picks[0].result.workers, len(measured)
 
 
 def parse_grid(text: str) -> list[int]:

@@ -99,3 +99,31 @@ def test_a_race_ends_once_no_side_still_in_can_put_the_pick_out():
     open_race = Race([_run(2, 1000), _run(3, 1000)], TOLERANCE)
     open_race.add([[1000, 1000], [960, 1040]])  # 3 might still be 10% faster
     assert open_race.pick == 0 and not open_race.pick_stands()
+
+
+def test_when_the_fewest_workers_raced_still_stand_the_race_goes_on_down_to_the_runs_below(monkeypatch, tmp_path):
+    """The jobs, read one after another on a drifting host, recommend 7 workers where 2 are as fast: the first race
+    (7, the fastest run 9, 6, 5, 4) leaves 4 standing, the fewest raced; so 4 races the runs below it beside that
+    race's leader, and 1 worker, truly slower, is out: the pick is 2."""
+    from loaderexp.track import confirm
+
+    true_rate = {0: 500.0, 1: 600.0, **{w: 1000.0 for w in range(2, 10)}}
+    job_rate = {**true_rate, **{w: 900.0 for w in range(2, 7)}, 9: 1030.0}  # 2..6 read slow in their moment
+    items = [(tmp_path / str(w), _run(w, job_rate[w])) for w in range(0, 10)]
+    raced: list[list[int]] = []
+
+    def fake_race(sides, folders, seconds, tolerance):
+        raced.append([s.workers for s in sides])
+        standing = confirm.Race(sides, tolerance)
+        standing.add([[true_rate[s.workers] * f for f in (1.0, 1.01, 0.99, 1.0)] for s in sides])
+        return standing
+
+    monkeypatch.setattr(confirm, "race", fake_race)
+    monkeypatch.setattr(confirm, "_skipped", lambda results, pick: "")
+    confirmation = confirm.confirm_pick(items, seconds=15)
+    assert raced[0] == [7, 9, 6, 5, 4] and raced[1][0] == 4 and sorted(raced[1][1:]) == [1, 2, 3, 7]
+    assert confirmation.pick == {"loader.num_workers": 2}
+    accepted = [c for c in confirmation.comparisons if c.accepted]
+    assert [c.rival for c in accepted] == [{"loader.num_workers": 2}]
+    out = next(c for c in confirmation.comparisons if c.rival == {"loader.num_workers": 1})
+    assert out.difference.verdict(TOLERANCE) is Verdict.SLOWER

@@ -50,14 +50,18 @@ def contenders(pick: RunResult, finished: Sequence[RunResult], best: RunResult) 
     fastest = fastest_rival(pick, finished, best)
     if fastest is not None:
         sides.append(fastest)
-    current = pick
-    while len(sides) < MAX_SIDES:
-        fewer = fewer_workers_rival(current, finished)
+    return sides + fewer_workers(pick, finished, MAX_SIDES - len(sides))
+
+
+def fewer_workers(side: RunResult, finished: Sequence[RunResult], most: int) -> list[RunResult]:
+    """Up to ``most`` runs with fewer workers than ``side`` (the same otherwise), nearest first."""
+    found: list[RunResult] = []
+    while len(found) < most:
+        fewer = fewer_workers_rival(found[-1] if found else side, finished)
         if fewer is None:
             break
-        sides.append(fewer)
-        current = fewer
-    return sides
+        found.append(fewer)
+    return found
 
 
 class Race:
@@ -179,10 +183,23 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
     log.info("confirming the pick: %d settings raced side by side (about %.0f s; a setting shown slower is out "
              "after each pair of rounds)", len(sides), seconds)
     started = time.monotonic()
+    found: list[Comparison] = []
     try:
-        standing = race(sides, [folder[id(r)] for r in sides], seconds, tolerance)
+        while True:
+            standing = race(sides, [folder[id(r)] for r in sides], seconds, tolerance)
+            found = [c for c in found if all(c.rival != s.params for s in sides)] + standing.comparisons()
+            pick, leader = sides[standing.pick], sides[standing.leader]
+            # The cheapest side raced still stands: the runs with fewer workers below it were never raced.
+            below = fewer_workers(pick, finished, MAX_SIDES - 2) if pick.workers == min(s.workers for s in sides) \
+                else []
+            if not below or time.monotonic() - started > EXTEND * seconds:
+                break
+            log.info("confirming the pick: %s stands and is the fewest workers raced; racing the runs with fewer "
+                     "workers", f"num_workers={pick.workers}")
+            sides = [pick] + ([leader] if leader is not pick else []) + below
     except Exception as error:  # noqa: BLE001 - the sweep's answer stands unconfirmed, saying why
         return Confirmation(pick=chosen.result.params,
                             note=f"the comparison failed: {type(error).__name__}: {str(error).splitlines()[0]}")
-    pick = sides[standing.pick]
-    return Confirmation(standing.comparisons(), pick=pick.params, seconds=time.monotonic() - started)
+    for comparison in found:  # only the last race's pick is the pick
+        comparison.accepted = comparison.accepted and comparison.rival == pick.params
+    return Confirmation(found, pick=pick.params, seconds=time.monotonic() - started)
