@@ -117,6 +117,24 @@ def test_a_runs_own_cpu_per_sample_makes_the_cpu_limit_a_bound_no_run_can_beat()
     assert next(l for l in lighter.limits() if l.name == "CPU").rate == pytest.approx(2 / (own_cost - 0.0003))
 
 
+def test_runs_that_pin_the_cpu_make_the_bound_as_sure_as_they_are_and_a_lighter_pipeline_says_its_loops_are_short():
+    """Two identical CIFAR-10 sweeps: in one the profile's one-worker loop had halves 8.5% apart, and its bound
+    (the profile's CPU per sample, a little under the runs') stated +-17%, 9.1% above the other's. The runs read
+    what a sample costs over seconds, so the bound is as sure as they are. A lighter pipeline's loops last tenths
+    of a second and missed bare loops by up to 23%: it never states less than LIGHTER_UNCERTAINTY."""
+    from loaderexp.harness.stages import Lighter
+    from loaderexp.model.ceiling import LIGHTER_UNCERTAINTY, MIN_UNCERTAINTY
+
+    noisy = profile(worker_cpu_spread=0.085)
+    alone = CeilingModel(noisy, Machine(cores=4, batch_size=10))
+    assert alone.ceiling().name == "CPU" and alone.uncertainty() == pytest.approx(0.17)
+    pinned = CeilingModel(noisy, Machine(cores=4, batch_size=10, cpu_s_per_sample_seen=1.02 * alone.cpu_per_sample()))
+    assert pinned.ceiling().rate == pytest.approx(alone.ceiling().rate)  # the profile's lower cost is the limit
+    assert pinned.uncertainty() == MIN_UNCERTAINTY  # ... and the runs, a little over it, pin it
+    steady = profile(lighter=[Lighter("Crop", 0.0007, 0.0008, 0.0008, 0.0005, 4000.0, spread=0.01)])
+    assert CeilingModel(steady, Machine(cores=4, batch_size=10)).without("Crop").uncertainty() == LIGHTER_UNCERTAINTY
+
+
 BURN_3MS_A_SAMPLE = """
 import time
 from loaderexp.harness.resources import ResourceMonitor

@@ -43,12 +43,11 @@ class Machine:
     copy_gb_per_s: Optional[float] = None  # host-to-device, measured with CUDA
     step_s_per_batch: Optional[float] = None  # the training step, measured
     pins: bool = False  # pin_memory with an accelerator: the pin thread's time per batch counts
-    # the least CPU per sample a run of the sweep used with workers (its whole process tree): what a sample can
-    # cost here, read over seconds of a real run rather than the profile's short loops
-    cpu_s_per_sample_seen: Optional[float] = None
+    cpu_s_per_sample_seen: Optional[float] = None  # the least a sweep's run with workers used (its tree, seconds)
 
 
 MIN_UNCERTAINTY = 0.05  # a limit from costs measured in short loops is known to about this much at best
+LIGHTER_UNCERTAINTY = 0.15  # a lighter pipeline's tenth-of-a-second loops missed bare ones by up to 23% in 20 checks
 
 
 @dataclass(frozen=True)
@@ -216,16 +215,18 @@ class CeilingModel:
         return alone if alone.rate > workers.rate else workers
 
     def uncertainty(self) -> float:
-        """How far the binding limit may be off, at least :data:`MIN_UNCERTAINTY`: with workers, twice how far the
-        one-worker loop's halves were apart; without them, twice the loop's batches' spread (IQR / median)."""
+        """How far the binding limit may be off: the least (:data:`LIGHTER_UNCERTAINTY` without a stage) where runs'
+        CPU per sample pins the CPU limit (theirs, or the profile's lower, looser one); else twice how far the
+        one-worker loop's halves (without workers, its batches: IQR / median) were apart, at least that."""
         binding = self.ceiling().name
+        least = LIGHTER_UNCERTAINTY if self.lighter is not None else MIN_UNCERTAINTY
         if binding == "one process":
             spread = self.profile.single_spread
-        elif binding == "CPU" and self._cpu_from_runs():  # read over a run's seconds, not a short loop's halves
+        elif binding == "CPU" and (self._cpu_from_runs() or (self.seen_cpu_s is not None and not self.left_out)):
             spread = 0.0
         else:
             spread = self.lighter.spread if self.lighter is not None else self.profile.worker_cpu_spread
-        return max(MIN_UNCERTAINTY, 2 * (spread or 0.0))
+        return max(least, 2 * (spread or 0.0))
 
     def ceiling_range(self, seen: Optional[dict[str, float]] = None) -> CeilingRange:
         """The ceiling as a range: at most the binding limit (its uncertainty included), at least the best rate
