@@ -163,7 +163,7 @@ def what_if_check(name: str, data: Any) -> bool:
     check's minutes lands on both alike; the what-if against their mean."""
     ok = True
     transform = data.transform
-    kept = transform.transforms
+    kept, counts = transform.transforms, (1, CORES)
     for index, (op_name, _) in enumerate(transform_ops(transform)):
         lighter = type(transform)(kept[:index] + kept[index + 1:])
         data.transform = lighter
@@ -174,7 +174,6 @@ def what_if_check(name: str, data: Any) -> bool:
             continue
         finally:
             data.transform = transform
-        counts = (1, CORES)
 
         def references() -> list[float]:
             data.transform = lighter

@@ -194,8 +194,8 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
                 else []
             if not below or time.monotonic() - started > EXTEND * seconds:
                 break
-            log.info("confirming the pick: %s stands and is the fewest workers raced; racing the runs with fewer "
-                     "workers", f"num_workers={pick.workers}")
+            log.info("confirming the pick: num_workers=%d stands and is the fewest workers raced; racing the runs "
+                     "with fewer workers", pick.workers)
             sides = [pick] + ([leader] if leader is not pick else []) + below
     except Exception as error:  # noqa: BLE001 - the sweep's answer stands unconfirmed, saying why
         return Confirmation(pick=chosen.result.params,
