@@ -219,6 +219,11 @@ class ResourceMonitor:
     def trace(self) -> list[MemorySample]:
         return self._trace
 
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds the watched tree used between the first reading and the last."""
+        return self._cpu_total
+
     def samples_read(self) -> int:
         """Samples the loader has delivered so far."""
         return self._samples_read()
