@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from loaderexp.runner import JobContext, run
@@ -39,3 +43,23 @@ def test_a_job_that_crashes_its_process_leaves_the_next_job_a_fresh_holder(compo
     assert crashed.status == "FAILED" and "SIGSEGV" in crashed.error
     fine = run(compose_cfg([*faulty]), JobContext(output_dir=tmp_path / "b"))
     assert fine.status == "FINISHED", fine.error
+
+
+EXITS_WITH_A_HOLDER = """
+import sys
+from loaderexp.execute.holder import holder_for  # before multiprocessing.util: the order a script may import in
+from loaderexp.execute.child import _mp_context
+from loaderexp.config import compose, composed_spec
+
+holder = holder_for(_mp_context(), composed_spec(compose(sys.argv[1:])))
+assert holder.alive()
+print("holder started", flush=True)
+"""
+
+
+def test_a_process_that_leaves_a_holder_running_exits(tmp_path):
+    """The holder ends before multiprocessing joins it at exit, whatever the import order was."""
+    done = subprocess.run([sys.executable, "-c", EXITS_WITH_A_HOLDER, *TINY, "tracking=none"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "holder started" in done.stdout

@@ -13,10 +13,10 @@ The messages on the pipe between them are typed (:mod:`.messages`).
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import sys
+from multiprocessing import util
 from typing import Any, Callable, Optional
 
 from loaderexp.config.compose import plain
@@ -74,7 +74,11 @@ def discard() -> None:
         holder.stop()
 
 
-atexit.register(discard)  # before multiprocessing joins its children at exit: the holder must end first
+# At exit multiprocessing joins its children, the holder among them, which ends only once its pipe closes: the
+# holder is stopped first.  A finalizer with a priority runs inside multiprocessing's exit handler before that join,
+# whatever the order the modules were imported in (an atexit hook runs after it when multiprocessing.util is first
+# imported after this module, and the interpreter then waited forever at exit).
+util.Finalize(None, discard, exitpriority=100)
 
 
 def _holder_main(spec: Config, conn: Any, batches: Any) -> None:
