@@ -7,6 +7,7 @@ import torch
 
 from loaderexp.harness.delivery import DeliveryTracker
 from loaderexp.harness.loop import BudgetSpec, RunTimeout, run_repeat, run_windows
+from loaderexp.harness.paired import Side, interleaved
 from loaderexp.harness.records import spread
 from loaderexp.result.figures import classify
 
@@ -146,6 +147,22 @@ def test_a_short_window_is_extended_by_whole_rounds_to_its_minimum_time():
     budget = BudgetSpec(mode="batches", warmup_batches=8, batches=8, round_size=8, min_seconds=0.45)
     timing = run_repeat(RoundLoader(clock, 8, 0.1), budget, tracker(), None, clock)
     assert timing.batches == 40 and timing.window_s == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("warmup", [6, 7, 8])
+def test_a_side_by_side_window_holds_whole_rounds_and_measures_the_true_rate(warmup):
+    """The race's windows, as the measured loop's: 3 workers, a round every 0.07 s (42.9 batches/s), wherever
+    the window starts inside a round."""
+    clock = FakeClock()
+    side = Side(RoundLoader(clock, 3, 0.07), warmup, lambda batch: batch, round_size=3)
+    assert interleaved([side], 2, 0.5, clock).rates[0] == pytest.approx([3 * 4 / 0.07] * 2)
+
+
+def test_a_side_by_side_window_cut_at_any_batch_is_off_by_the_part_round():
+    """Cut at the first batch past 0.5 s, the window counted a round's first batch after the whole gap before it."""
+    clock = FakeClock()
+    cut_anywhere = Side(RoundLoader(clock, 3, 0.07), 6, lambda batch: batch)
+    assert interleaved([cut_anywhere], 1, 0.5, clock).rates[0][0] == pytest.approx(22 * 4 / 0.56)  # -8%
 
 
 def test_a_seconds_budget_ends_on_a_round_boundary():

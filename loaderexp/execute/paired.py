@@ -28,8 +28,8 @@ WINDOW_S = 0.5  # each window; with its start and warm-up a round of two costs a
 def side_of(spec: Config, dataset: Any) -> Side:
     loader, delivery = measured_loader(spec, dataset)
     consumer, idle = consumer_for(spec, resolve_device(spec.device.type))  # as the measured loop has it
-    warmup = budget_from(spec.bench, spec.loader, length_of(loader)).warmup_batches
-    return Side(loader, warmup, delivery.payload, None if idle else consumer)
+    budget = budget_from(spec.bench, spec.loader, length_of(loader))
+    return Side(loader, budget.warmup_batches, delivery.payload, None if idle else consumer, budget.round_size)
 
 
 def compare(specs: list[Config], rounds: int, on_batch: Optional[OnBatch] = None,

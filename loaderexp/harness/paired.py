@@ -24,6 +24,7 @@ class Side:
     warmup: int  # batches before the window: the pipeline's depth
     payload: Callable[[Any], Any]  # the batch as the dataset made it (the delivery tags removed)
     consume: Optional[Callable[[Any, bool], None]] = None  # the copy and the step, as in the measured loop
+    round_size: int = 1  # a window holds whole rounds of this many batches (one per worker)
 
 
 def _window(side: Side, window_s: float, clock: Callable[[], float], beat: Callable[[], None]) -> float:
@@ -35,8 +36,8 @@ def _window(side: Side, window_s: float, clock: Callable[[], float], beat: Calla
                 break
             if side.consume is not None:
                 side.consume(side.payload(batch), False)
-        samples, start = 0, clock()
-        while clock() - start < window_s:
+        samples, batches, start = 0, 0, clock()
+        while clock() - start < window_s or batches % side.round_size:
             batch = next(iterator, None)
             if batch is None:
                 break  # the epoch ended: the window is what it timed
@@ -44,6 +45,7 @@ def _window(side: Side, window_s: float, clock: Callable[[], float], beat: Calla
             if side.consume is not None:
                 side.consume(payload, True)
             samples += batch_size_and_bytes(payload)[0]
+            batches += 1
             beat()
         spent = clock() - start
     finally:
