@@ -38,14 +38,19 @@ from loaderexp.result import Status  # noqa: E402
 TARGETS = {"0-3": ("grid", 0.5), "0-16": ("predict", 0.2)}  # grid: (which sweep, its most time against naive)
 
 
-def grid_sweep(data_root: Path, workers: list[int], folder: Path, predict: bool) -> tuple[float, int, int]:
-    """(seconds, the pick, jobs measured)."""
+def grid_sweep(data_root: Path, workers: list[int], folder: Path, predict: bool) -> dict:
+    """The sweep's seconds, its pick, the jobs it measured, and where its time went: the jobs' measuring
+    processes (profile and windows) and the race."""
     done = sweep([f"loader.num_workers={','.join(map(str, workers))}",
                   f"bench.predict={'true' if predict else 'false'}"], folder,
                  env={"LOADEREXP_DATA_ROOT": str(data_root)})
     measured = [r for r in done.results if r.status is not Status.PREDICTED]
-    picks = recommended(load_results(folder), Confirmation.read(folder))  # the race's pick, as the export has it
-    return done.seconds, picks[0].result.workers, len(measured)
+    confirmation = Confirmation.read(folder)
+    picks = recommended(load_results(folder), confirmation)  # the race's pick, as the export has it
+    jobs_s = sum(r.info.measured_until - r.info.measured_from for r in measured
+                 if r.info.measured_from is not None and r.info.measured_until is not None)
+    return {"s": done.seconds, "pick": picks[0].result.workers, "measured": len(measured), "jobs_s": jobs_s,
+            "race_s": confirmation.seconds if confirmation is not None else 0.0}
 
 
 def parse_grid(text: str) -> list[int]:
@@ -63,8 +68,8 @@ def one_round(data_root: Path, workers: list[int], index: int) -> dict:
                 figures["naive_s"], rates = run_naive(data_root, workers)
                 figures["naive_pick"] = naive_pick(rates)
             else:
-                seconds, pick, measured = grid_sweep(data_root, workers, Path(tmp) / which, which == "predict")
-                figures.update({f"{which}_s": seconds, f"{which}_pick": pick, f"{which}_measured": measured})
+                done = grid_sweep(data_root, workers, Path(tmp) / which, which == "predict")
+                figures.update({f"{which}_{key}": value for key, value in done.items()})
     return figures
 
 
@@ -82,11 +87,14 @@ def main() -> int:
         workers = parse_grid(text)
         rounds = [one_round(data_root, workers, i) for i in range(args.rounds)]
         print(f"num_workers {text} ({len(workers)} settings):")
-        print("  round   naive s  grid s  predicted s  predicted/naive  grid/naive  measured jobs  picks naive/grid/predicted")
+        print("  round   naive s  grid s  predicted s  predicted/naive  grid/naive  measured jobs  "
+              "picks naive/grid/predicted  jobs s grid/predicted  race s grid/predicted")
         for i, f in enumerate(rounds, 1):
             print(f"  {i:5d}  {f['naive_s']:8.1f}  {f['grid_s']:6.1f}  {f['predict_s']:11.1f}  "
                   f"{f['predict_s'] / f['naive_s']:15.2f}  {f['grid_s'] / f['naive_s']:10.2f}  "
-                  f"{f['predict_measured']:6d} of {len(workers):<4d}  {f['naive_pick']}/{f['grid_pick']}/{f['predict_pick']}")
+                  f"{f['predict_measured']:6d} of {len(workers):<4d}  "
+                  f"{f['naive_pick']:>10}/{f['grid_pick']}/{f['predict_pick']:<13}  "
+                  f"{f['grid_jobs_s']:10.1f}/{f['predict_jobs_s']:<10.1f}  {f['grid_race_s']:8.1f}/{f['predict_race_s']:.1f}")
         which, most = TARGETS.get(text, ("predict", None))
         ratio = statistics.median(f[f"{which}_s"] / f["naive_s"] for f in rounds)
         same = sum(f[f"{which}_pick"] == f["naive_pick"] for f in rounds)
