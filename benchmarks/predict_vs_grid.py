@@ -3,6 +3,7 @@ and against the naive loop it replaces, side by side on CIFAR-10.
 
     python benchmarks/predict_vs_grid.py                      # grids 0..3 and 0..16, 2 rounds each
     python benchmarks/predict_vs_grid.py --grids 0-16 --rounds 1
+    python benchmarks/predict_vs_grid.py --grids 0-3 --rounds 3 --keep /tmp/pvg   # the sweep folders kept
 
 Each round runs, in an order that alternates round by round: the naive loop (one whole epoch per setting,
 ``for batch in loader: pass``, its own script, imports included: benchmarks/adaptive_vs_epochs.py's), the
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -58,11 +60,12 @@ def parse_grid(text: str) -> list[int]:
     return list(range(int(low), int(high) + 1))
 
 
-def one_round(data_root: Path, workers: list[int], index: int) -> dict:
+def one_round(data_root: Path, workers: list[int], index: int, keep: Optional[Path] = None) -> dict:
     figures: dict = {}
     order = ["naive", "grid", "predict"]
     order = order[index % 3:] + order[: index % 3]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = scratch if keep is None else keep / f"{'-'.join(map(str, (workers[0], workers[-1])))}-round{index + 1}"
         for which in order:
             if which == "naive":
                 figures["naive_s"], rates = run_naive(data_root, workers)
@@ -77,6 +80,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--grids", nargs="+", default=["0-3", "0-16"])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--keep", type=Path, help="keep each sweep's folder under this one (to see why a round was slow)")
     args = parser.parse_args()
     data_root = Path(os.environ.get("LOADEREXP_DATA_ROOT", REPO / "data")).resolve()
     subprocess.run([sys.executable, "-c", "import sys; from loaderexp.data.cifar import cifar10; cifar10(root=sys.argv[1])",
@@ -85,7 +89,7 @@ def main() -> int:
     failed = 0
     for text in args.grids:
         workers = parse_grid(text)
-        rounds = [one_round(data_root, workers, i) for i in range(args.rounds)]
+        rounds = [one_round(data_root, workers, i, args.keep) for i in range(args.rounds)]
         print(f"num_workers {text} ({len(workers)} settings):")
         print("  round   naive s  grid s  predicted s  predicted/naive  grid/naive  measured jobs  "
               "picks naive/grid/predicted  jobs s grid/predicted  race s grid/predicted")
