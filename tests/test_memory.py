@@ -130,7 +130,10 @@ def test_workers_that_copy_a_list_backed_dataset_are_measured_over_an_epoch_and_
     assert any("each worker copies ~" in w and "numpy arrays, Arrow or a memory-mapped file" in w
                for w in copying.warnings)
     flat = _run(compose_cfg, tmp_path, [*LIST, "dataset=array_backed", "loader.num_workers=2"])
-    assert flat.metrics[M.MEMORY_GROWTH] < 0.5 and not any("copies" in w for w in flat.warnings)
+    # A flat tree's readings still move by the batches in flight in shared memory (up to 4 of 0.5 MB here) and the
+    # allocator's jitter: on a busy CI host it read 1.04 MB per 1,000 samples once (the copying one ~3.9 here).
+    assert flat.metrics[M.MEMORY_GROWTH] < m[M.MEMORY_GROWTH] / 3, (flat.metrics[M.MEMORY_GROWTH], m[M.MEMORY_GROWTH])
+    assert not any("copies" in w for w in flat.warnings)
 
 
 @pytest.mark.slow
