@@ -160,10 +160,13 @@ def bare_rate(data: Any, workers: int, batches: int = 200) -> float:
 def what_if_check(name: str, data: Any) -> bool:
     """Each operation left out in turn: the pipeline without it timed in bare loops just before and just after a
     profile of the whole pipeline (which measures its lighter pipelines inside), so the host's drift over the
-    check's minutes lands on both alike; the what-if against their mean."""
+    check's minutes lands on both alike; the what-if against their mean.  A modelled what-if stands on the rate
+    the whole pipeline measured at that count, as it stands on the run's in a sweep."""
     ok = True
     transform = data.transform
     kept, counts = transform.transforms, (1, CORES)
+    # What the sweep's run at each count would have measured, the rate a modelled what-if is anchored on
+    runs = {workers: bare_rate(data, workers) for workers in counts}
     for index, (op_name, _) in enumerate(transform_ops(transform)):
         lighter = type(transform)(kept[:index] + kept[index + 1:])
         data.transform = lighter
@@ -185,19 +188,18 @@ def what_if_check(name: str, data: Any) -> bool:
         before = references()
         model = CeilingModel(profile_stages(data, 64, None, CORES, 2.0), Machine(cores=CORES, batch_size=64))
         after = references()
-        changed = model.without(op_name)
-        measured_without = changed.lighter is not None
-        stated = changed.uncertainty() if measured_without else 0.5
+        measured_without = model.without(op_name).lighter is not None
         for workers, first, second in zip(counts, before, after):
-            predicted = next(w.at_workers_after for w in what_ifs(model, workers, [workers])
-                             if w.change.startswith(f"{op_name} removed"))
-            off = predicted / ((first + second) / 2) - 1
-            if measured_without:
-                ok &= abs(off) <= WHAT_IF_TOLERANCE
-            print(f"  {op_name} removed at num_workers={workers}: predicted {predicted:,.0f}, the pipeline without it "
-                  f"{first:,.0f}/{second:,.0f} samples/s: {100 * off:+.1f}% ("
-                  + (f"measured, stated +-{100 * stated:.0f}%, target 15%" if measured_without
-                     else f"modelled, stated +-{100 * stated:.0f}%") + ")")
+            change = next(w for w in what_ifs(model, workers, [workers], runs[workers])
+                          if w.change.startswith(f"{op_name} removed"))
+            off = change.at_workers_after / ((first + second) / 2) - 1
+            # measured, or stated within the target: held to it; a modelled one stated wider, to what it states
+            held = measured_without or change.uncertainty <= WHAT_IF_TOLERANCE + 1e-9
+            ok &= abs(off) <= (WHAT_IF_TOLERANCE if held else change.uncertainty)
+            print(f"  {op_name} removed at num_workers={workers}: predicted {change.at_workers_after:,.0f} (from "
+                  f"{runs[workers]:,.0f} with it), the pipeline without it {first:,.0f}/{second:,.0f} samples/s: "
+                  f"{100 * off:+.1f}% ({'measured' if measured_without else 'modelled'}, stated "
+                  f"+-{100 * change.uncertainty:.0f}%" + (", target 15%" if held else "") + ")")
     return ok
 
 

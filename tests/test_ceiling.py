@@ -60,6 +60,30 @@ def test_what_ifs_lift_the_cpu_ceiling_by_the_stage_left_out():
     assert "twice" in changes and changes["twice"].ceiling_after == pytest.approx(2 * model.ceiling().rate)
 
 
+def test_a_modelled_what_if_is_the_models_ratio_on_the_rate_the_setting_measured():
+    """A profile whose all-cores loop met a slow moment (x0.7 of its costs) predicts every setting low; the
+    modelled changes keep the model's ratio but stand on the measured rate, and a cheap operation's says so in a
+    narrower range than a costly one's."""
+    stages = [Stage("fetch", "fetch", 0.0006, 0.0006), Stage("Crop", "transform", 0.00035, 0.00035),
+              Stage("Flip", "transform", 0.00005, 0.00005), Stage("collate", "collate", 0.0, 0.0)]
+    slow = CeilingModel(profile(stages=stages, all_cores_rate=0.7 * 4 / 0.00115), Machine(cores=4, batch_size=10))
+    measured = 1.3 * slow.predict(4)  # the run met a quicker moment than the profile's loop
+
+    anchored = {w.change.split()[0]: w for w in what_ifs(slow, 4, [4], measured)}
+    for name in ("Crop", "Flip"):
+        ratio = slow.without(name).predict(4) / slow.predict(4)
+        assert anchored[name].at_workers_before == pytest.approx(measured)
+        assert anchored[name].at_workers_after == pytest.approx(measured * ratio)
+    assert anchored["Flip"].uncertainty == pytest.approx(0.15)  # 5% of the sample's CPU
+    assert anchored["Crop"].uncertainty == pytest.approx(0.5)  # 35%: the cores' efficiency may move with it
+    assert anchored["twice"].at_workers_after == pytest.approx(
+        measured * max(slow.with_machine(cores=8).predict(w) for w in (4, 8, 16)) / slow.predict(4))
+
+    alone = {w.change.split()[0]: w for w in what_ifs(slow, 4, [4])}  # nothing measured: the model's own figures
+    assert alone["Flip"].at_workers_after == pytest.approx(slow.without("Flip").predict(4))
+    assert alone["Flip"].uncertainty == pytest.approx(0.5) and "model's own rate" in alone["Flip"].how
+
+
 def test_the_cores_efficiency_scales_the_predictions_and_the_ceiling_stays_a_bound():
     """What the cores did together (the all-cores loop) is what the curve predicts; the ceiling is a range from
     that up to the costs' bound, never a short loop's one figure."""

@@ -112,9 +112,10 @@ def curve_lines(runs: Sequence[RunResult]) -> list[str]:
     return lines
 
 
-def what_if_lines(model: CeilingModel, workers: int, values: list[int]) -> list[str]:
-    lines = [f"What if (at num_workers={workers}; each says how it was had and how far it may be off):"]
-    for change in what_ifs(model, workers, values):
+def what_if_lines(model: CeilingModel, workers: int, values: list[int], measured: Optional[float] = None) -> list[str]:
+    source = f", from the {measured:,.0f} samples/s it measured" if measured else ", the model's figures"
+    lines = [f"What if (at num_workers={workers}{source}; each says how it was had and how far it may be off):"]
+    for change in what_ifs(model, workers, values, measured):
         lines.append(f"  {change.change}: ceiling {change.ceiling_before:,.0f} -> {change.ceiling_after:,.0f} "
                      f"({100 * change.ceiling_gain:+.0f}%, {change.binding_after} binds); "
                      f"{change.at_workers_before:,.0f} -> {change.at_workers_after:,.0f} samples/s "
@@ -132,7 +133,8 @@ def ceiling_sections(results: Sequence[RunResult], pick: Optional[RunResult] = N
         if model is not None:
             values = sorted({r.params.get(NUM_WORKERS) or 0 for r in runs})
             lines += limit_lines(model, runs) + curve_lines(runs)
-            lines += what_if_lines(model, here.params.get(NUM_WORKERS) or 0, values)
+            measured = here.metrics.get(M.THROUGHPUT) if here.finished else None
+            lines += what_if_lines(model, here.params.get(NUM_WORKERS) or 0, values, measured)
         else:
             lines.append(f"  ({here.info.ceiling or 'not modelled'})")
         sections.append("\n".join(lines))
