@@ -127,3 +127,25 @@ def test_when_the_fewest_workers_raced_still_stand_the_race_goes_on_down_to_the_
     assert [c.rival for c in accepted] == [{"loader.num_workers": 2}]
     out = next(c for c in confirmation.comparisons if c.rival == {"loader.num_workers": 1})
     assert out.difference.verdict(TOLERANCE) is Verdict.SLOWER
+
+
+def test_the_table_marks_the_pick_the_race_confirmed_not_the_jobs_recommendation(tmp_path):
+    """The jobs recommend 2 workers (within the tolerance of 3, the fastest); the race shows 2 slower and confirms
+    3: the table's "vs pick" column, like the plot and the export, answers with 3."""
+    from loaderexp.report.table import summary_table
+
+    items = [(tmp_path / str(w), _run(w, rate)) for w, rate in {0: 500.0, 1: 900.0, 2: 980.0, 3: 1000.0}.items()]
+    rows = {line.split()[0]: line for line in summary_table(items).splitlines() if line[:12].strip().isdigit()}
+    assert " pick " in rows["2"] and " pick " not in rows["3"]  # without a race: the jobs' recommendation
+
+    confirmation = Confirmation([], pick={"loader.num_workers": 3}, seconds=8)
+    rows = {line.split()[0]: line for line in summary_table(items, confirmation).splitlines()
+            if line[:12].strip().isdigit()}
+    assert " pick " in rows["3"] and " pick " not in rows["2"] and "-2.0% " in rows["2"]
+
+    # The race could not tell 2 from 3 side by side: its gap in the jobs' figures is not a measured difference.
+    untold = Comparison({"loader.num_workers": 3}, {"loader.num_workers": 2}, "raced 6 rounds",
+                        Difference(mean=-0.001, low=-0.18, high=0.18, pairs=6), accepted=False)
+    rows = {line.split()[0]: line for line in summary_table(items, Confirmation([untold], pick={"loader.num_workers": 3}))
+            .splitlines() if line[:12].strip().isdigit()}
+    assert "-2.0%≈" in rows["2"] and "-10.0% " in rows["1"]

@@ -51,6 +51,11 @@ class Comparison:
                 "accepted": self.accepted}
 
 
+def names(result: RunResult, params: dict[str, Any]) -> bool:
+    """``params`` are the run's (a key it does not have, an inert one merged away, left out)."""
+    return all(result.params.get(k) == v for k, v in params.items() if k in result.params)
+
+
 @dataclass
 class Confirmation:
     comparisons: list[Comparison] = field(default_factory=list)
@@ -73,8 +78,7 @@ class Confirmation:
         a pick or such a run."""
         if not self.pick:
             return None
-        return next((r for r in results
-                     if all(r.params.get(k) == v for k, v in self.pick.items() if k in r.params)), None)
+        return next((r for r in results if names(r, self.pick)), None)
 
     @classmethod
     def read(cls, folder: Path) -> Optional["Confirmation"]:
