@@ -149,3 +149,24 @@ def test_the_table_marks_the_pick_the_race_confirmed_not_the_jobs_recommendation
     rows = {line.split()[0]: line for line in summary_table(items, Confirmation([untold], pick={"loader.num_workers": 3}))
             .splitlines() if line[:12].strip().isdigit()}
     assert "-2.0%≈" in rows["2"] and "-10.0% " in rows["1"]
+
+
+def test_a_gap_the_race_showed_side_by_side_is_not_marked_as_inside_the_jobs_spread(tmp_path):
+    """2 workers' job reads 3% under the pick (3), inside the jobs' 5% spread: ≈ when the race did not compare
+    them.  The race put 2 out against 3 (slower beyond the tolerance, side by side): the cell drops the ≈.  Put out against a leader
+    that is not the pick, the race said nothing of its gap to the pick: the jobs' spread still marks it."""
+    from loaderexp.report.table import summary_table
+
+    def rows(confirmation):
+        items = [(tmp_path / str(w), _run(w, rate)) for w, rate in {2: 970.0, 3: 1000.0, 4: 1010.0}.items()]
+        for _, r in items:
+            r.metrics["throughput_iqr_rel"] = 0.05
+        return {line.split()[0]: line for line in summary_table(items, confirmation).splitlines()
+                if line[:12].strip().isdigit()}
+
+    slower = Difference(mean=-0.08, low=-0.12, high=-0.06, pairs=4)
+    assert "-3.0%≈" in rows(Confirmation([], pick={"loader.num_workers": 3}))["2"]
+    out = Comparison({"loader.num_workers": 3}, {"loader.num_workers": 2}, "out after 4 rounds", slower, False)
+    assert "-3.0% " in rows(Confirmation([out], pick={"loader.num_workers": 3}))["2"]
+    elsewhere = Comparison({"loader.num_workers": 4}, {"loader.num_workers": 2}, "out after 4 rounds", slower, False)
+    assert "-3.0%≈" in rows(Confirmation([elsewhere], pick={"loader.num_workers": 3}))["2"]

@@ -9,7 +9,7 @@ from typing import Any, Optional, Sequence
 
 from loaderexp.report.params import short_key
 from loaderexp.result import NUM_WORKERS, RunResult, param_text
-from loaderexp.result.paired import Difference
+from loaderexp.result.paired import Difference, Verdict
 
 CONFIRMATION_FILE = "confirmation.json"
 DATASET_PREFIXES = ("dataset.", "transform.", "data_root")
@@ -56,6 +56,15 @@ def names(result: RunResult, params: dict[str, Any]) -> bool:
     return all(result.params.get(k) == v for k, v in params.items() if k in result.params)
 
 
+@dataclass(frozen=True)
+class RaceVerdicts:
+    """What the race said of the runs beside the pick: the params of those it could not tell from the pick, and
+    of those it put out against the pick (shown slower beyond the tolerance, side by side)."""
+
+    untold: tuple[dict[str, Any], ...] = ()
+    slower: tuple[dict[str, Any], ...] = ()
+
+
 @dataclass
 class Confirmation:
     comparisons: list[Comparison] = field(default_factory=list)
@@ -79,6 +88,20 @@ class Confirmation:
         if not self.pick:
             return None
         return next((r for r in results if names(r, self.pick)), None)
+
+    def beside(self, pick: Optional[RunResult], tolerance: float) -> RaceVerdicts:
+        """The race's verdicts on the runs it compared with ``pick``.  A run put out against another leader is
+        in neither: the race said nothing of its gap to the pick."""
+        untold, slower = [], []
+        for c in self.comparisons if pick is not None else ():
+            verdict = c.difference.verdict(tolerance)
+            if verdict is Verdict.SLOWER and names(pick, c.base):
+                slower.append(c.rival)
+            elif verdict in (Verdict.SAME, Verdict.CANNOT_TELL) and names(pick, c.base):
+                untold.append(c.rival)
+            elif verdict in (Verdict.SAME, Verdict.CANNOT_TELL) and names(pick, c.rival):
+                untold.append(c.base)
+        return RaceVerdicts(tuple(untold), tuple(slower))
 
     @classmethod
     def read(cls, folder: Path) -> Optional["Confirmation"]:

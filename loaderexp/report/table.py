@@ -10,7 +10,7 @@ from loaderexp.report.busy import busy_notes
 from loaderexp.model.ceiling import CeilingRange
 from loaderexp.report.ceiling import beyond, ceiling_for, ceiling_sections, sweep_ceilings
 from loaderexp.report.configurations import as_configurations
-from loaderexp.report.confirm import Confirmation, names
+from loaderexp.report.confirm import Confirmation, RaceVerdicts, names
 from loaderexp.report.hosts import by_host_type, overlaps
 from loaderexp.report.params import short_key, varying_params
 from loaderexp.model.knee import AGREE as PREDICT_AGREES
@@ -18,7 +18,6 @@ from loaderexp.report.forecast import forecast_notes
 from loaderexp.report.recommend import recommend
 from loaderexp.result import NUM_WORKERS, TOLERANCE, RunResult, Status, param_text
 from loaderexp.result import metrics as M
-from loaderexp.result.paired import Verdict
 
 
 def _fmt(value: Optional[float], digits: int = 1) -> str:
@@ -80,10 +79,10 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
         picks[confirmed.ranks] = confirmed
     rows = [kinds.header(axes)]
     ceilings = sweep_ceilings(results) if kinds.ceiling else []
-    untold = untold_from(confirmation, confirmed)
+    raced = confirmation.beside(confirmed, TOLERANCE) if confirmation is not None else None
     for _, r in items:
         rows.append(_row(r, axes, base_rates[r.ranks], kinds, picks[r.ranks], ceiling_for(r, ceilings),
-                         untold if picks[r.ranks] is confirmed else ()))
+                         raced if picks[r.ranks] is confirmed else None))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -116,29 +115,19 @@ class Columns:
                 "delivery"]
 
 
-def versus(r: RunResult, pick: Optional[RunResult], untold: Sequence[dict] = ()) -> str:
+def versus(r: RunResult, pick: Optional[RunResult], raced: Optional[RaceVerdicts] = None) -> str:
     """The run's rate against the pick's; ≈ when the gap is inside either run's measured spread, or the race
-    could not tell the two apart side by side (``untold``: those runs' params)."""
+    could not tell the two apart side by side; never when the race showed the run slower than the pick (its
+    leader) beyond the tolerance: side by side beats the jobs' spread, measured one after another."""
     if pick is None or r is pick or M.THROUGHPUT not in r.metrics or M.THROUGHPUT not in pick.metrics:
         return "pick" if r is pick else "-"
     gap = r.metrics[M.THROUGHPUT] / pick.metrics[M.THROUGHPUT] - 1
     noise = max(r.metrics.get(M.THROUGHPUT_IQR, 0.0), pick.metrics.get(M.THROUGHPUT_IQR, 0.0))
-    raced_alike = any(names(r, params) for params in untold)
-    return f"{100 * gap:+.1f}%" + ("≈" if abs(gap) <= noise or raced_alike else "")
-
-
-def untold_from(confirmation: Optional[Confirmation], pick: Optional[RunResult]) -> list[dict]:
-    """The params of the runs the race compared with the pick and could not tell from it."""
-    if confirmation is None or pick is None:
-        return []
-    found = []
-    for c in confirmation.comparisons:
-        if c.difference.verdict(TOLERANCE) in (Verdict.SAME, Verdict.CANNOT_TELL):
-            if names(pick, c.base):
-                found.append(c.rival)
-            elif names(pick, c.rival):
-                found.append(c.base)
-    return found
+    raced = raced or RaceVerdicts()
+    if any(names(r, params) for params in raced.slower):
+        return f"{100 * gap:+.1f}%"
+    untold = any(names(r, params) for params in raced.untold)
+    return f"{100 * gap:+.1f}%" + ("≈" if abs(gap) <= noise or untold else "")
 
 
 NOISY_SHARE = 0.5  # this share of the runs noisy: the sweep says what to do rather than rank noise
@@ -172,7 +161,8 @@ def _ceiling_cell(r: RunResult, bound: Optional[CeilingRange]) -> str:
 
 
 def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], kinds: Columns,
-         pick: Optional[RunResult], bound: Optional[CeilingRange] = None, untold: Sequence[dict] = ()) -> list[str]:
+         pick: Optional[RunResult], bound: Optional[CeilingRange] = None,
+         raced: Optional[RaceVerdicts] = None) -> list[str]:
     stepped, ranked, cold, ceiling, others = kinds.stepped, kinds.ranked, kinds.cold, kinds.ceiling, kinds.others
     m = r.metrics
     rate = m.get(M.THROUGHPUT)
@@ -183,7 +173,7 @@ def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], kinds: C
         ("PRUNED" if m.get(M.PRUNED) else r.status) + ("*" if m.get(M.NOISY) else ""),
         f"({m[M.PREDICTED]:,.0f})" if r.status is Status.PREDICTED and M.PREDICTED in m else _fmt(rate, 0),
         *([_fmt(m.get(M.SLOWEST_RANK, rate), 0)] if ranked else []),
-        versus(r, pick, untold),
+        versus(r, pick, raced),
         _fmt(100 * m[M.THROUGHPUT_IQR], 1) if m.get(M.REPEATS, 0) >= 2 else "-",
         _fmt(m.get(M.MEGABYTES), 1),
         *([_fmt(m.get(M.COLD), 0), _fmt(m.get(M.COLD_READ), 1)] if cold else []),
