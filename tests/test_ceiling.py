@@ -84,6 +84,21 @@ def test_a_modelled_what_if_is_the_models_ratio_on_the_rate_the_setting_measured
     assert alone["Flip"].uncertainty == pytest.approx(0.5) and "model's own rate" in alone["Flip"].how
 
 
+def test_a_measured_what_if_is_the_side_by_side_ratio_of_the_loop_that_runs_as_the_setting_does():
+    """The pipeline without Crop ran x2 the whole one's rate without workers, x1.5 with one worker and x1.25 on all
+    cores, each beside the whole pipeline's loop: the what-if at 0, 1 and 4 workers is the measured rate times that
+    loop's ratio, and says which loop it came from."""
+    from loaderexp.harness.stages import Lighter
+
+    lighter = Lighter("Crop", 0.0005, 0.0011 / 1.5, 0.0011 / 1.5, 0.0005, 1.25 * 3000.0)
+    model = CeilingModel(profile(all_cores_rate=3000.0, lighter=[lighter]), Machine(cores=4, batch_size=10))
+    for workers, gain, loop in ((0, 2.0, "without workers"), (1, 1.5, "one worker"), (4, 1.25, "4 workers")):
+        crop = next(w for w in what_ifs(model, workers, [workers], 1234.0) if w.change.startswith("Crop"))
+        assert crop.at_workers_after == pytest.approx(1234.0 * gain) and loop in crop.how and "measured" in crop.how
+    between = next(w for w in what_ifs(model, 2, [2], 1234.0) if w.change.startswith("Crop"))
+    assert between.at_workers_after == pytest.approx(1234.0 * model.without("Crop").predict(2) / model.predict(2))
+
+
 def test_the_cores_efficiency_scales_the_predictions_and_the_ceiling_stays_a_bound():
     """What the cores did together (the all-cores loop) is what the curve predicts; the ceiling is a range from
     that up to the costs' bound, never a short loop's one figure."""
@@ -370,7 +385,26 @@ def test_a_lighter_pipelines_all_cores_loop_runs_at_the_runs_own_batch(monkeypat
     monkeypatch.setattr(profile_loops, "workers_loop", spied)
     stages = [Stage("fetch", "fetch", 0.00001, 0.00001), Stage("_Spin", "transform", 0.0003, 0.0003),
               Stage("_Spin", "transform", 0.0001, 0.0001)]
-    found = profile_lighter.lighter_pipelines(Tensors(), stages, list(range(2048)), 64, None, 2.0, budget_s=0.2)
+    whole = profile_lighter.Whole(0.0004, profile_loops.WorkerFigures(0.0004, 0.0004, 0.0001, "", 0.0), 5000.0)
+    found = profile_lighter.lighter_pipelines(Tensors(), stages, list(range(2048)), 64, None, 2.0, budget_s=0.2,
+                                              whole=whole)
     assert found and found[0].all_cores_rate
     assert (2, 64) in seen  # all cores, at the run's batch although 0.035 s cannot time 14 of them
     assert any(workers == 1 and batch < 64 for workers, batch in seen)  # the one-worker loop: shrunk to its budget
+
+
+def test_a_lighter_pipeline_timed_at_a_slow_moment_is_put_on_the_profiles_moment_by_the_whole_loop_beside_it():
+    """The profile's whole pipeline: 0.4 ms a sample in one worker, 5,000 samples/s on all cores.  The loops of
+    the lighter one and of the whole one beside it both met a host half as fast: the lighter's figures, by the
+    pair's ratio, are what it does at the profile's moment (0.1 ms a sample, 20,000 samples/s), not half that."""
+    from loaderexp.harness.profile_lighter import Whole, _rebased
+    from loaderexp.harness.profile_loops import WorkerFigures
+
+    whole = Whole(0.0005, WorkerFigures(0.0004, 0.0004, 0.0002, "", 0.0), 5000.0)
+    slow_whole, slow_lighter = WorkerFigures(0.0008, 0.0008, 0.0004, "", 0.02), WorkerFigures(0.0002, 0.0002, 0.0004, "", 0.01)
+    found = _rebased("Blur", whole, (0.001, 0.0004), (slow_whole, slow_lighter), ([2400, 2500, 2600], [9800, 10000, 10200]))
+    assert found.stage == "Blur"
+    assert found.worker_wall_s == pytest.approx(0.0001) and found.worker_cpu_s == pytest.approx(0.0001)
+    assert found.single_wall_s == pytest.approx(0.0002) and found.main_cpu_s_per_batch == pytest.approx(0.0002)
+    assert found.all_cores_rate == pytest.approx(20000.0)
+    assert found.spread == pytest.approx(0.04)  # the lighter all-cores loop's thirds, 9,800..10,200 around 10,000

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch.utils.data import Dataset, IterableDataset
 
-from loaderexp.harness.profile_lighter import lighter_pipelines
+from loaderexp.harness.profile_lighter import Whole, lighter_pipelines
 from loaderexp.harness.profile_loops import (Clock, WorkerFigures, all_cores_rates, clock_overhead, single_process,
                                             worker_figures)
 from loaderexp.harness.stages import Stage, StageProfile
@@ -240,7 +240,8 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
             WorkerFigures(sum(s.cpu_s for s in stages), per_sample, 0.0, "the stages alone (no batch came from a "
                           "worker)", 0.0)
         rates = all_cores_rates(dataset, checked, batch_size, collate_fn, cores, worker.wall_s, 0.2 * budget_s)
-        lighter = lighter_pipelines(dataset, stages, checked, batch_size, collate_fn, cores, 0.3 * budget_s)
+        whole = Whole(single_wall, worker, statistics.median(rates) if rates else None)
+        lighter = lighter_pipelines(dataset, stages, checked, batch_size, collate_fn, cores, 0.45 * budget_s, whole)
         pin = _pin_cost(batch)
     finally:
         random.setstate(states[0])

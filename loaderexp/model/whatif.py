@@ -2,13 +2,12 @@
 the device, where its own cost is not known), twice the cores, several training processes sharing the node.
 Every figure here is a prediction, and says so where it is shown.
 
-A modelled change is the model's ratio (the changed pipeline's prediction over the pipeline's own, at the same
-setting) applied to the rate the setting measured: the ratio holds what the costs say, while the model's
-absolute figure also holds the moment its short all-cores loop met (a profile whose loop met a slow second put
-"Scale removed" 18.5% below the pipeline without it; the ratio on the measured rate read +2.6%).  A measured
-change keeps its own loops' rate: the same ratio over them (the lighter loop's against the whole one's) adds the
-whole loop's error to the lighter's: against bare loops in 8 checks it missed by 7.6% on average (at worst
-+19.7%), its own loops' rate by 7.2% (at worst -18.2%)."""
+A change is the model's ratio (the changed pipeline's prediction over the pipeline's own, at the same setting)
+applied to the rate the setting measured: the ratio holds what the costs say, while the model's absolute figure
+also holds the moment its short all-cores loop met (a profile whose loop met a slow second put "Scale removed"
+18.5% below the pipeline without it; the ratio on the measured rate read +2.6%).  A measured change (the pipeline
+without the operation timed in loops of its own) is on the same footing: its loops were timed beside the whole
+pipeline's and put on the profile's moment by their ratio (:mod:`loaderexp.harness.profile_lighter`)."""
 
 from __future__ import annotations
 
@@ -43,6 +42,20 @@ class WhatIf:
         return self.ceiling_after / self.ceiling_before - 1 if self.ceiling_before else 0.0
 
 
+def _side_by_side_gain(model: CeilingModel, changed: CeilingModel, workers: int) -> tuple[float, str]:
+    """How much faster the pipeline without the stage ran than the whole one, side by side, in the profile's loop
+    that runs as ``workers`` do: without workers, one worker, or one per core (its lighter figures are the whole
+    one's times that ratio); between them, the model's ratio."""
+    p, lighter = model.profile, changed.lighter
+    if workers <= 0:
+        return p.single_wall_s / lighter.single_wall_s, "in a loop without workers beside the whole one's"
+    if workers == 1:
+        return p.worker_wall_s / lighter.worker_wall_s, "with one worker beside the whole one's"
+    if workers >= p.cores and p.all_cores_rate and lighter.all_cores_rate:
+        return lighter.all_cores_rate / p.all_cores_rate, f"with {p.cores:g} workers beside the whole one's"
+    return changed.predict(workers) / model.predict(workers), "in the model from its loops beside the whole one's"
+
+
 def what_ifs(model: CeilingModel, workers: int, values: list[int], measured: Optional[float] = None) -> list[WhatIf]:
     """Each transform operation left out, twice the cores, and ranks sharing the node, at ``workers`` (and,
     for more cores or ranks, at the best of the grid's ``values``); the modelled ones as the model's ratio on
@@ -57,10 +70,11 @@ def what_ifs(model: CeilingModel, workers: int, values: list[int], measured: Opt
         if stage.kind != "transform":
             continue
         changed = model.without(stage.name)
-        if changed.lighter is not None:  # its own loops' rate: a ratio on the measured rate missed as often
-            how = ("measured: the pipeline without it in a one-worker and an all-cores loop of its own; on the "
+        if changed.lighter is not None:  # its loops timed beside the whole pipeline's
+            gain, loop = _side_by_side_gain(model, changed, workers)
+            how = (f"measured: the pipeline without it ran x{gain:.2f} the whole one's rate {loop}, {on}; on the "
                    "device its own cost there is not measured")
-            uncertainty, after = changed.uncertainty(), changed.predict(workers)
+            uncertainty, after = changed.uncertainty(), here * gain
         else:
             how = (f"modelled: its cost subtracted from the pipeline's, the cores' efficiency kept, {on} (too cheap "
                    "to measure apart)")
