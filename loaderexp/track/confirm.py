@@ -7,9 +7,10 @@ order; after a pass, a setting shown slower than the leader beyond the tolerance
 race ends as soon as one setting is left, or all still in are shown within the tolerance of the leader, or none
 still in can put the pick out any more (each is shown not to beat it by the tolerance); else after about
 ``bench.confirm_s``.  The pick is then the cheapest setting still in (fewest workers), the rule of
-:meth:`Difference.verdict`: fewer workers stand unless shown slower.  While the cheapest one's interval cannot tell
-and is wider than the tolerance, more passes, up to ``EXTEND`` x the budget; still undecided, the cheaper setting
-stands and the report says the two cannot be told apart on this host now.
+:meth:`Difference.verdict`: fewer workers stand unless shown slower.  While the cheapest one's interval cannot tell,
+is wider than the tolerance and its mean lies beyond it (more rounds may put it out), more passes, up to ``EXTEND``
+x the budget; still undecided, the cheaper setting stands and the report says the two cannot be told apart on
+this host now.
 
 A look after every pass is a sequential test: each look is another chance to put out a setting that is in truth as
 fast.  The rule only puts out a side whose whole interval lies beyond the tolerance, and t's intervals from two to
@@ -95,12 +96,15 @@ class Race:
         return min(self.alive, key=lambda i: (self.sides[i].workers, -statistics.median(self.rates[i])))
 
     def undecided(self) -> bool:
-        """The pick's interval cannot tell it from the leader's and is wider than the tolerance: more rounds may."""
+        """The pick's interval cannot tell it from the leader's, is wider than the tolerance, and its mean lies
+        beyond the tolerance: more rounds may show it slower and change the pick.  A mean within the tolerance
+        would leave the pick standing however narrow the interval grew (the rule puts a side out only when
+        its whole interval is beyond): more rounds could not change the answer."""
         if self.pick == self.leader:
             return False
         difference = self.differences[self.pick][1]
         return difference.verdict(self.tolerance) is Verdict.CANNOT_TELL and \
-            difference.high - difference.low > 2 * self.tolerance
+            difference.high - difference.low > 2 * self.tolerance and difference.mean < -self.tolerance
 
     def settled(self) -> bool:
         """Every side still in is within the tolerance of the leader: more rounds would not change the pick."""
