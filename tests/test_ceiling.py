@@ -358,8 +358,9 @@ class _Spin:
 
 
 def test_a_lighter_pipelines_all_cores_loop_runs_at_the_runs_own_batch(monkeypatch):
-    """Its rate is the what-if itself: a batch shrunk to fit the budget pays its per-batch costs over fewer
-    samples and reads slow (10-19% at 24 samples against 64), so it is not shrunk; the one-worker loop may be."""
+    """A batch shrunk to fit the budget pays its per-batch costs over fewer samples and reads slow (10-19% at 24
+    samples against 64), so the all-cores pair is not shrunk, unless the whole pipeline's loop would take over
+    0.4 s at the run's batch; the one-worker loops may be."""
     import torch
     from torchvision import transforms as T
 
@@ -391,6 +392,13 @@ def test_a_lighter_pipelines_all_cores_loop_runs_at_the_runs_own_batch(monkeypat
     assert found and found[0].all_cores_rate
     assert (2, 64) in seen  # all cores, at the run's batch although 0.035 s cannot time 14 of them
     assert any(workers == 1 and batch < 64 for workers, batch in seen)  # the one-worker loop: shrunk to its budget
+
+    # A costly sample (20 ms in a worker, the profile said): the whole pipeline's all-cores loop would take 9 s
+    # at 64; both of the pair run at a batch whose 14 fit 0.4 s (its per-batch share is small at that cost).
+    seen.clear()
+    costly = profile_lighter.Whole(0.02, profile_loops.WorkerFigures(0.02, 0.02, 0.0001, "", 0.0), 100.0)
+    profile_lighter.lighter_pipelines(Tensors(), stages, list(range(2048)), 64, None, 2.0, budget_s=0.2, whole=costly)
+    assert {batch for workers, batch in seen if workers == 2} == {2}
 
 
 def test_a_lighter_pipeline_timed_at_a_slow_moment_is_put_on_the_profiles_moment_by_the_whole_loop_beside_it():

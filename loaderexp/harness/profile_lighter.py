@@ -6,20 +6,23 @@ cores do together (the model's efficiency) is not the same for a lighter pipelin
 inherits every error of the short loops it starts from ("GaussianBlur removed" promised x2.6 where the loops
 gained x3.4).  The lighter pipeline is a real pipeline: a loop of it costs a fraction of a second.  Alone, such a
 loop holds the host's moment: in 12 checks against bare loops, 8 read beyond 15% (-34% to +23%).  Timed beside
-the whole pipeline's loop and taken as their ratio, 17 of 18 read within 15% (at worst +16.7%).
+the whole pipeline's loop and taken as their ratio, 30 of 36 read within 15% (at worst +23.0%).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from loaderexp.harness.profile_loops import WorkerFigures, all_cores_rates, single_process, worker_figures
+from loaderexp.harness.profile_loops import (MIN_TIMED, WorkerFigures, all_cores_rates, single_process, timed_batch,
+                                             worker_figures)
 from loaderexp.harness.stages import Lighter, Stage
 
 SHARE = 0.10  # an operation costing at least this share of a sample's CPU is left out and measured
 LEAST_S = 0.00005  # ... and at least 0.05 ms a sample (below, the loops could not tell it from their noise)
-MOST = 2  # the costliest two: they share a quarter of the profiling budget
+MOST = 2  # the costliest two: they share the lighter pipelines' part of the profiling budget
+PAIR_S = 0.4  # the longest an all-cores loop of the whole pipeline may take at the run's batch
 
 
 def without(transform: Any, index: int) -> Optional[Callable]:
@@ -61,6 +64,11 @@ def lighter_pipelines(dataset: Any, stages: list[Stage], indices: list[int], bat
     found, chosen = [], costly(stages)
     budget_s /= max(len(chosen), 1)
     per_sample = sum(s.wall_s for s in stages if s.kind != "collate")  # the whole's: both loops at one batch
+    # The all-cores pair at the run's batch (a smaller one spreads the per-batch costs over fewer samples: 10-19%
+    # slow at 24 against 64 for a light pipeline), unless the whole one's loop would take over PAIR_S there: a
+    # costly sample's per-batch share is small (the JPEG folder's whole loop took 2.3 s at 128)
+    workers = max(1, math.ceil(cores - 1e-9))
+    pair_batch = timed_batch(batch_size, whole.worker.wall_s / workers, PAIR_S, MIN_TIMED + workers)
     for index, stage in chosen:
         lighter = without(transform, index)
         if lighter is None:
@@ -81,7 +89,7 @@ def lighter_pipelines(dataset: Any, stages: list[Stage], indices: list[int], bat
             return worker_figures(dataset, indices, per_sample - stage.wall_s, batch_size, collate, 0.2 * budget_s)
 
         def rates() -> list[float]:
-            return all_cores_rates(dataset, indices, batch_size, collate, cores, whole.worker.wall_s, 0.2 * budget_s,
+            return all_cores_rates(dataset, indices, pair_batch, collate, cores, whole.worker.wall_s, 0.2 * budget_s,
                                    own_batch=True)
 
         try:
