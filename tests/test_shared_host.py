@@ -65,6 +65,9 @@ def test_the_report_says_the_host_was_busy_and_when_runs_met_different_loads():
     assert busy_notes([_run(0, 0.02), _run(1, 0.05)]) == []  # a quiet host: nothing to say
 
 
+STEADY = 0.15  # cores of others two runs on a steady host differ by, at most
+
+
 @pytest.mark.slow
 def test_workers_that_end_within_the_run_are_its_own_cpu_not_the_others(compose_cfg, tmp_path):
     """Workers that start and end inside a short run left their last moments' CPU to "the others" (0.3-0.4 cores
@@ -74,5 +77,11 @@ def test_workers_that_end_within_the_run_are_its_own_cpu_not_the_others(compose_
         assert result.status == "FINISHED", result.error
         return result.metrics[M.OTHERS_CPU]
 
-    alone, with_workers, alone_after = others(0, "a"), others(4, "b"), others(0, "c")
-    assert with_workers - max(alone, alone_after) < 0.15, (alone, with_workers, alone_after)
+    for attempt in range(2):  # the runs without workers bracket the one with them: the host's own load then
+        alone, with_workers, alone_after = (others(w, f"{name}{attempt}") for w, name in ((0, "a"), (4, "b"), (0, "c")))
+        if abs(alone - alone_after) <= STEADY:
+            break
+    else:  # CI's host once read 0.47 cores of others before and 0.0 after: a load that ended in between
+        pytest.skip(f"the host's other load moved while the test ran (others {alone:.2f} cores before, "
+                    f"{alone_after:.2f} after, twice): the run with workers cannot be told from it")
+    assert with_workers - max(alone, alone_after) < STEADY, (alone, with_workers, alone_after)
