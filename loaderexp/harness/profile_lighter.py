@@ -11,12 +11,11 @@ the whole pipeline's loop and taken as their ratio, 30 of 36 read within 15% (at
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from loaderexp.harness.profile_loops import (MIN_TIMED, WorkerFigures, all_cores_rates, single_process, timed_batch,
-                                             worker_figures)
+from loaderexp.harness.profile_loops import (MIN_TIMED, WorkerFigures, all_cores_rates, one_per_core, single_process,
+                                             timed_batch, worker_figures)
 from loaderexp.harness.stages import Lighter, Stage
 
 SHARE = 0.10  # an operation costing at least this share of a sample's CPU is left out and measured
@@ -67,7 +66,7 @@ def lighter_pipelines(dataset: Any, stages: list[Stage], indices: list[int], bat
     # The all-cores pair at the run's batch (a smaller one spreads the per-batch costs over fewer samples: 10-19%
     # slow at 24 against 64 for a light pipeline), unless the whole one's loop would take over PAIR_S there: a
     # costly sample's per-batch share is small (the JPEG folder's whole loop took 2.3 s at 128)
-    workers = max(1, math.ceil(cores - 1e-9))
+    workers = one_per_core(cores)
     pair_batch = timed_batch(batch_size, whole.worker.wall_s / workers, PAIR_S, MIN_TIMED + workers)
     for index, stage in chosen:
         lighter = without(transform, index)
@@ -94,13 +93,14 @@ def lighter_pipelines(dataset: Any, stages: list[Stage], indices: list[int], bat
 
         try:
             singles = (timed(transform, single), timed(lighter, single))
-            workers = (timed(lighter, worker), timed(transform, worker))[::-1]
+            lighter_worker = timed(lighter, worker)  # this pair the other way round: lighter, then whole
+            one_worker = (timed(transform, worker), lighter_worker)
             all_cores = (timed(transform, rates), timed(lighter, rates))
         except Exception:  # noqa: BLE001 - the pipeline does not run without it (ToTensor before Normalize): modelled
             continue
-        if workers[0] is None or workers[1] is None or not all(singles):
+        if any(figures is None for figures in one_worker) or not all(singles):
             continue
-        found.append(_rebased(stage.name, whole, singles, workers, all_cores))
+        found.append(_rebased(stage.name, whole, singles, one_worker, all_cores))
     return found
 
 
@@ -115,11 +115,14 @@ def _rebased(name: str, whole: Whole, singles: tuple[float, float], workers: tup
     (w_single, l_single), (w_worker, l_worker) = singles, workers
     w_rate, l_rate = (_middle(r) for r in all_cores)
     all_cores_rate = whole.all_cores_rate * l_rate / w_rate if whole.all_cores_rate and w_rate and l_rate else None
-    main = whole.worker.main_cpu_s_per_batch * (l_worker.main_cpu_s_per_batch / w_worker.main_cpu_s_per_batch) \
-        if w_worker.main_cpu_s_per_batch > 0 else l_worker.main_cpu_s_per_batch
     rates = all_cores[1]  # the lighter loops' own steadiness, as a lone lighter loop's was
     spread = max(l_worker.spread, (max(rates) - min(rates)) / l_rate if rates and l_rate else 0.0)
-    return Lighter(name, whole.single_wall_s * l_single / w_single,
-                   whole.worker.cpu_s * l_worker.cpu_s / w_worker.cpu_s if w_worker.cpu_s > 0 else l_worker.cpu_s,
-                   whole.worker.wall_s * l_worker.wall_s / w_worker.wall_s if w_worker.wall_s > 0 else l_worker.wall_s,
-                   main, all_cores_rate, spread)
+
+    def on_whole(attribute: str) -> float:
+        """The profile's whole-pipeline figure times the pair's lighter-to-whole ratio (the lighter's own when the
+        whole one's loop read nothing)."""
+        lighter, beside = getattr(l_worker, attribute), getattr(w_worker, attribute)
+        return getattr(whole.worker, attribute) * lighter / beside if beside > 0 else lighter
+
+    return Lighter(name, whole.single_wall_s * l_single / w_single, on_whole("cpu_s"), on_whole("wall_s"),
+                   on_whole("main_cpu_s_per_batch"), all_cores_rate, spread)

@@ -225,6 +225,11 @@ def worker_figures(dataset: Any, indices: list[int], per_sample_s: float, batch_
     return WorkerFigures(loop.worker_cpu_s / size, loop.wall_s / size, loop.main_cpu_s, basis, loop.cpu_spread)
 
 
+def one_per_core(cores: float) -> int:
+    """Workers for the usable cores: one each, a CPU quota's part core counted as one."""
+    return max(1, math.ceil(cores - 1e-9))
+
+
 def all_cores_rates(dataset: Any, indices: list[int], batch_size: Optional[int], collate: Optional[Callable],
                     cores: float, worker_wall_s: float, budget_s: float, own_batch: bool = False) -> list[float]:
     """Samples/s over each third of a loop with one worker per usable core, when a few rounds of them fit the
@@ -234,7 +239,7 @@ def all_cores_rates(dataset: Any, indices: list[int], batch_size: Optional[int],
     ``own_batch``: at the run's batch, however long its fewest batches take, where the rate itself is the
     figure (not only the cores' efficiency): a smaller batch spreads the per-batch costs (collate, the
     hand-over) over fewer samples, and read 10-19% slow at 24 samples against 64."""
-    workers = max(1, math.ceil(cores - 1e-9))
+    workers = one_per_core(cores)
     batch = batch_size if own_batch else timed_batch(batch_size, worker_wall_s / workers, budget_s,
                                                      batches=MIN_TIMED + workers)
     if workers < 2 or len(indices) < 4 * workers * (batch or 1):
