@@ -165,6 +165,46 @@ def test_a_side_by_side_window_cut_at_any_batch_is_off_by_the_part_round():
     assert interleaved([cut_anywhere], 1, 0.5, clock).rates[0][0] == pytest.approx(22 * 4 / 0.56)  # -8%
 
 
+class CountedPipeline:
+    """A :class:`PipelineLoader` that counts the iterators (the worker start-ups) it was asked for."""
+
+    def __init__(self, clock: "FakeClock", per_s: float, depth: int, startup: float = 0.3):
+        self.clock, self.per_s, self.depth, self.startup, self.started = clock, per_s, depth, startup, 0
+
+    def __iter__(self):
+        self.started += 1
+        self.clock.advance(self.startup)
+        return iter(PipelineLoader(self.clock, self.per_s, self.depth))
+
+
+@pytest.mark.parametrize("depth", [0, 8])
+def test_a_side_by_side_stream_is_resumed_window_after_window_and_its_banked_batches_are_not_timed(depth):
+    """Two sides, 100 and 50 batches/s of 4 samples: each side starts its workers once, and a resumed window reads
+    its workers' pace although they banked the pipeline's depth while the other side measured; not knowing the
+    depth, the resumed windows count those in no time and read fast."""
+    clock = FakeClock()
+    fast, slow = CountedPipeline(clock, 100, 8), CountedPipeline(clock, 50, 8)
+    sides = [Side(fast, 8, lambda batch: batch, depth=depth), Side(slow, 8, lambda batch: batch, depth=depth)]
+    rates = interleaved(sides, 4, 0.25, clock).rates
+    assert (fast.started, slow.started) == (1, 1)
+    assert rates[0][0] == pytest.approx(400) and rates[1][0] == pytest.approx(200)  # fresh: warmed up
+    if depth:
+        assert rates[0] == pytest.approx([400] * 4) and rates[1] == pytest.approx([200] * 4)
+    else:
+        # the windows that followed the other side's (F S, S F, F S, S F)
+        assert min(rates[0][1], rates[0][3]) > 1.2 * 400 and rates[1][2] > 1.2 * 200
+
+
+def test_a_side_by_side_stream_is_let_go_after_each_window_when_its_idle_workers_memory_is_needed():
+    clock = FakeClock()
+    fast, slow = CountedPipeline(clock, 100, 8), CountedPipeline(clock, 50, 8)
+    sides = [Side(fast, 8, lambda batch: batch, depth=8), Side(slow, 8, lambda batch: batch, depth=8)]
+    rates = interleaved(sides, 4, 0.25, clock, keep=lambda: False).rates
+    assert (fast.started, slow.started) == (4, 4)
+    assert rates[0] == pytest.approx([400] * 4) and rates[1] == pytest.approx([200] * 4)
+    assert all(side.stream is None for side in sides)  # every stream ended with the race
+
+
 def test_a_seconds_budget_ends_on_a_round_boundary():
     clock = FakeClock()
     budget = BudgetSpec(mode="seconds", warmup_batches=8, seconds=0.25, round_size=8)

@@ -32,7 +32,7 @@ _context: Optional[Any] = None
 POLL_S = 0.2
 EXIT_WAIT_S = 30  # for the measuring process to end (its workers shut down) after its answer
 STALL_GAPS = 20  # a stall is this many times the longest gap between batches seen so far
-WINDOW_COST_S = 0.7  # a side-by-side window with its start and warm-up (measured: 0.65 s), for the limit
+WINDOW_COST_S = 0.4  # a side-by-side window's start, warm-up and settling beyond its length (for the limit)
 # The profiling pass runs several loops of about bench.profile_s each (worker start-ups among them) and delivers
 # no batches: it may go on for bench.stall_s plus this many times bench.profile_s before it is a stall.
 PROFILE_ALLOWANCE = 10
@@ -142,11 +142,12 @@ def profile_in_child(spec: Config, limit_s: float):
     return _in_holder(RunJob(spec, profile_only=True), limit_s, None)
 
 
-def compare_in_child(specs: list[Config], rounds: int,
+def compare_in_child(specs: list[Config], rounds: int, window_s: float,
                      on_batch: Optional[Callable[[int, Optional[int]], None]] = None):
-    """``specs`` (one dataset) side by side in ``rounds`` interleaved rounds: PairedRates."""
-    limit = max(specs[0].bench.job_timeout_s, 4 * WINDOW_COST_S * len(specs) * rounds)
-    return _in_holder(RunJob(specs[0], paired=tuple(specs[1:]), paired_rounds=rounds), limit, on_batch)
+    """``specs`` (one dataset) side by side in ``rounds`` interleaved rounds of ``window_s`` windows: PairedRates."""
+    limit = max(specs[0].bench.job_timeout_s, 4 * (WINDOW_COST_S + window_s) * len(specs) * rounds)
+    return _in_holder(RunJob(specs[0], paired=tuple(specs[1:]), paired_rounds=rounds, paired_window_s=window_s),
+                      limit, on_batch)
 
 
 def _in_holder(message: RunJob, limit_s: float, on_batch: Optional[Callable[[int, Optional[int]], None]]):

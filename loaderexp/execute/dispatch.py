@@ -45,12 +45,12 @@ def host_facts(isolate: bool) -> HostFacts:
     return measured_here()
 
 
-def compare_specs(specs: list[Config], rounds: int) -> Any:
-    """``specs`` (one dataset) side by side in ``rounds`` interleaved rounds: PairedRates."""
+def compare_specs(specs: list[Config], rounds: int, window_s: float) -> Any:
+    """``specs`` (one dataset) side by side in ``rounds`` interleaved rounds of ``window_s`` windows: PairedRates."""
     if specs[0].bench.isolate:
         from loaderexp.execute.child import compare_in_child
 
-        return compare_in_child(specs, rounds)
+        return compare_in_child(specs, rounds, window_s)
     from loaderexp.execute.paired import compare
 
-    return compare(specs, rounds)
+    return compare(specs, rounds, window_s)

@@ -142,7 +142,8 @@ def _measure(job: RunJob, conn: Any, batches: Any, built: Any, threads: int) -> 
         elif job.paired:
             from loaderexp.execute.paired import compare
 
-            measured = compare([spec, *job.paired], job.paired_rounds, on_batch=beat, built=built)
+            measured = compare([spec, *job.paired], job.paired_rounds, job.paired_window_s, on_batch=beat,
+                               built=built)
         else:
             measured = measure_on_node(spec, on_batch=beat, built=built, forked_from=forked_from,
                                        profile=job.profile, on_profile=phase)

@@ -20,6 +20,7 @@ class RunJob(NamedTuple):
     profile: bool = False  # profile the stages first (the sweep has no profile of this dataset yet)
     paired: tuple = ()  # other specs on the same dataset: compare them with ``spec`` side by side instead
     paired_rounds: int = 0  # in this many interleaved rounds
+    paired_window_s: float = 0.5  # of windows this long each
     profile_only: bool = False  # only the profiling pass (bench.predict: the job may not need measuring)
 
 

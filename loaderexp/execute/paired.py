@@ -19,22 +19,25 @@ from loaderexp.execute.job import (
     resolve_device,
     seed_everything,
 )
+from loaderexp.harness.cgroup import usable_memory_mb
 from loaderexp.harness.paired import Side, interleaved
 from loaderexp.harness.records import PairedRates
 
-WINDOW_S = 0.5  # each window; with its start and warm-up a round of two costs about 1.3 s
+KEEP_MB = 1024  # idle sides' workers stay while at least this much memory (and a quarter of the start's) is left
 
 
 def side_of(spec: Config, dataset: Any) -> Side:
     loader, delivery = measured_loader(spec, dataset)
     consumer, idle = consumer_for(spec, resolve_device(spec.device.type))  # as the measured loop has it
     budget = budget_from(spec.bench, spec.loader, length_of(loader))
-    return Side(loader, budget.warmup_batches, delivery.payload, None if idle else consumer, budget.round_size)
+    return Side(loader, budget.warmup_batches, delivery.payload, None if idle else consumer, budget.round_size,
+                budget.depth)
 
 
-def compare(specs: list[Config], rounds: int, on_batch: Optional[OnBatch] = None,
+def compare(specs: list[Config], rounds: int, window_s: float, on_batch: Optional[OnBatch] = None,
             built: Optional[BuiltDataset] = None) -> PairedRates:
-    """``specs`` (one dataset) in ``rounds`` interleaved rounds, made a whole number of pairs: one in each order,
+    """``specs`` (one dataset) in ``rounds`` interleaved rounds of ``window_s`` windows (in whole rounds of each
+    one's workers), made a whole number of pairs: one in each order,
     so a steady drift favours no position."""
     dataset = (configured_dataset(specs[0]) if built is None else built).dataset
     seed_everything(specs[0].bench.seed)
@@ -48,8 +51,9 @@ def compare(specs: list[Config], rounds: int, on_batch: Optional[OnBatch] = None
 
     with quiet_torch_warnings():
         sides = [side_of(spec, dataset) for spec in specs]
+        floor = max(KEEP_MB, usable_memory_mb() / 4)
         started = time.perf_counter()
-        paired = interleaved(sides, rounds, WINDOW_S, beat=beat)
+        paired = interleaved(sides, rounds, window_s, beat=beat, keep=lambda: usable_memory_mb() > floor)
     paired.seconds = time.perf_counter() - started
     return paired
 
