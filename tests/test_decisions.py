@@ -184,3 +184,22 @@ def test_a_race_whose_cheapest_side_reads_within_the_tolerance_is_not_extended_t
     assert difference.verdict(TOLERANCE) is Verdict.CANNOT_TELL and difference.high - difference.low > 2 * TOLERANCE
     assert -TOLERANCE < difference.mean < 0
     assert race.pick == 1 and not race.undecided()
+
+
+def test_a_sweeps_jobs_stop_at_fewer_windows_only_when_a_race_will_tell_its_close_settings_apart(tmp_path):
+    from loaderexp.config.compose import compose, composed_spec
+    from loaderexp.runner import JobContext, windows_before_a_race
+
+    def most(overrides: list[str], job: JobContext) -> int:
+        return windows_before_a_race(composed_spec(compose(overrides)), job).bench.max_repeats
+
+    in_sweep, alone = JobContext(tmp_path / "0", index=0, total=4), JobContext(tmp_path)
+    assert most([], in_sweep) == 5  # raced: bench.raced_max_repeats
+    assert most([], alone) == 10  # a single run is not raced
+    assert most([], JobContext(tmp_path / "0", index=0, total=1)) == 10  # a sweep of one has no rival
+    assert most(["bench.confirm_s=0"], in_sweep) == 10  # no race
+    assert most(["bench.raced_max_repeats=null"], in_sweep) == 10
+    assert most(["bench.max_repeats=4"], in_sweep) == 4  # never more than max_repeats
+    assert most(["bench.raced_max_repeats=1"], in_sweep) == 3  # never fewer than min_repeats
+    fixed = windows_before_a_race(composed_spec(compose(["bench.repeats=7"])), in_sweep).bench
+    assert (fixed.repeats, fixed.max_repeats) == (7, 10)  # a fixed count stays fixed
