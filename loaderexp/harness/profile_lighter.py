@@ -22,6 +22,7 @@ SHARE = 0.10  # an operation costing at least this share of a sample's CPU is le
 LEAST_S = 0.00005  # ... and at least 0.05 ms a sample (below, the loops could not tell it from their noise)
 MOST = 2  # the costliest two: they share the lighter pipelines' part of the profiling budget
 PAIR_S = 0.4  # the longest an all-cores loop of the whole pipeline may take at the run's batch
+SHARES = {"single": 0.1, "worker": 0.2, "all_cores": 0.45}  # of an operation's budget, each loop of its pairs
 
 
 def without(transform: Any, index: int) -> Optional[Callable]:
@@ -81,15 +82,16 @@ def lighter_pipelines(dataset: Any, stages: list[Stage], indices: list[int], bat
                 dataset.transform = transform
 
         def single() -> float:
-            return single_process(dataset, indices, batch_size, collate, per_sample, 0.1 * budget_s)[1]
+            return single_process(dataset, indices, batch_size, collate, per_sample, SHARES["single"] * budget_s)[1]
 
         def worker() -> Optional[WorkerFigures]:  # at the lighter one's batch: a batch shrunk for the whole one
             # hands over more batches per sample, whose cost is a larger share of the lighter one's (read 17-22% slow)
-            return worker_figures(dataset, indices, per_sample - stage.wall_s, batch_size, collate, 0.2 * budget_s)
+            return worker_figures(dataset, indices, per_sample - stage.wall_s, batch_size, collate,
+                                  SHARES["worker"] * budget_s)
 
         def rates() -> list[float]:
-            return all_cores_rates(dataset, indices, pair_batch, collate, cores, whole.worker.wall_s, 0.2 * budget_s,
-                                   own_batch=True)
+            return all_cores_rates(dataset, indices, pair_batch, collate, cores, whole.worker.wall_s,
+                                   SHARES["all_cores"] * budget_s, own_batch=True)
 
         try:
             singles = (timed(transform, single), timed(lighter, single))
