@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from loaderexp.report.configurations import as_configurations
-from loaderexp.report.confirm import Confirmation
+from loaderexp.report.confirm import Confirmation, confirmed_pick
 from loaderexp.report.export import export
 from loaderexp.report.load import confirmation_from_mlflow, load_results, results_from_mlflow
 from loaderexp.report.params import X_AXIS, varying_params
@@ -42,7 +42,7 @@ def save_report(text: str, items: Sequence[tuple[Path, RunResult]], folder: Path
 
 def marked_pick(results: Sequence[RunResult], confirmation: Optional[Confirmation]) -> Optional[tuple[RunResult, str]]:
     """The run the report answers with, and how it was had: the confirmed pick, or the recommendation's."""
-    confirmed = confirmation.picked([r for r in results if r.finished]) if confirmation is not None else None
+    confirmed = confirmed_pick(confirmation, results)
     if confirmed is not None:
         return confirmed, "confirmed pick"
     chosen = recommend(results)

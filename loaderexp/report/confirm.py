@@ -122,3 +122,9 @@ class Confirmation:
                          f"{d.text()}: {d.verdict(tolerance).value}{'; it becomes the pick' if c.accepted else ''}")
         lines.append(f"Confirmed pick: {setting_text(self.pick or {}, keys)}." + (f" ({self.note})" if self.note else ""))
         return "\n".join(lines)
+
+
+def confirmed_pick(confirmation: Optional[Confirmation], results: Sequence[RunResult]) -> Optional[RunResult]:
+    """The finished run of ``results`` that the race left standing: what the sweep answers with in place of the
+    jobs' recommendation; None without a race, or when it names none of them."""
+    return confirmation.picked([r for r in results if r.finished]) if confirmation is not None else None

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from loaderexp.report.configurations import as_configurations
-from loaderexp.report.confirm import Confirmation
+from loaderexp.report.confirm import Confirmation, confirmed_pick
 from loaderexp.report.hosts import by_host_type
 from loaderexp.report.recommend import recommend
 from loaderexp.result import BACKEND, DATASET_NAME, SAMPLER_NAME, TOLERANCE, RunResult, write_whole
@@ -129,10 +129,10 @@ def recommended(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[
             rec = recommend([r for _, r in ranked], tolerance)
             if rec is None:
                 continue
-            chosen = next((f, r) for f, r in ranked if r is rec.result)
-            if confirmation is not None and len(groups) == 1 and count == 1:
-                confirmed = confirmation.picked([r for _, r in ranked])
-                chosen = next((f, r) for f, r in ranked if r is confirmed) if confirmed is not None else chosen
+            raced = len(groups) == 1 and count == 1  # the race compares runs of one host with one rank
+            confirmed = confirmed_pick(confirmation, [r for _, r in ranked]) if raced else None
+            answer = confirmed if confirmed is not None else rec.result
+            chosen = next((f, r) for f, r in ranked if r is answer)
             where = "/".join(part for part in (_slug(kind) if len(groups) > 1 else "",
                                                f"ranks_{count}" if len(counts) > 1 else "") if part)
             found.append(Pick(where, kind, count, chosen[0], chosen[1], [r for _, r in ranked]))

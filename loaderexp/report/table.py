@@ -10,7 +10,7 @@ from loaderexp.report.busy import busy_notes
 from loaderexp.model.ceiling import CeilingRange
 from loaderexp.report.ceiling import beyond, ceiling_for, ceiling_sections, sweep_ceilings
 from loaderexp.report.configurations import as_configurations
-from loaderexp.report.confirm import Confirmation, RaceVerdicts, names
+from loaderexp.report.confirm import Confirmation, RaceVerdicts, confirmed_pick, names
 from loaderexp.report.hosts import by_host_type, overlaps
 from loaderexp.report.params import short_key, varying_params
 from loaderexp.model.knee import AGREE as PREDICT_AGREES
@@ -74,7 +74,7 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
                     others=any(M.OTHERS_CPU in r.metrics for r in results))  # the host's other load
     # The run the sweep answers with: the race's pick where it raced (it may replace the jobs' recommendation).
     picks = {count: rec.result if rec else None for count, rec in recs.items()}
-    confirmed = confirmation.picked([r for r in results if r.finished]) if confirmation is not None else None
+    confirmed = confirmed_pick(confirmation, results)
     if confirmed is not None and confirmed.ranks in picks:
         picks[confirmed.ranks] = confirmed
     rows = [kinds.header(axes)]
