@@ -416,3 +416,14 @@ def test_a_lighter_pipeline_timed_at_a_slow_moment_is_put_on_the_profiles_moment
     assert found.single_wall_s == pytest.approx(0.0002) and found.main_cpu_s_per_batch == pytest.approx(0.0002)
     assert found.all_cores_rate == pytest.approx(20000.0)
     assert found.spread == pytest.approx(0.04)  # the lighter all-cores loop's thirds, 9,800..10,200 around 10,000
+
+
+def test_a_loops_thirds_hold_whole_rounds_of_its_workers_batches():
+    """2 workers finish their batches together, a round every 0.1 s (20 batches/s): thirds cut inside a round
+    read a batch too many or too few (here 21.4, 18.8, 21.4); thirds of whole rounds read the rate."""
+    from loaderexp.harness.profile_loops import _segment_rates
+
+    arrivals = sorted(t for k in range(1, 24) for t in (0.1 * k, 0.1 * k + 0.002))  # 46 arrivals: 15 a third
+    cut = _segment_rates(arrivals, 3)
+    assert max(cut) / min(cut) > 1.1
+    assert _segment_rates(arrivals, 3, round_size=2) == pytest.approx([20.0] * 3, rel=0.03)

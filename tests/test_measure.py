@@ -185,7 +185,7 @@ def test_a_side_by_side_stream_is_resumed_window_after_window_and_its_banked_bat
     clock = FakeClock()
     fast, slow = CountedPipeline(clock, 100, 8), CountedPipeline(clock, 50, 8)
     sides = [Side(fast, 8, lambda batch: batch, depth=depth), Side(slow, 8, lambda batch: batch, depth=depth)]
-    rates = interleaved(sides, 4, 0.25, clock).rates
+    rates = interleaved(sides, 4, 0.25, clock, sleep=clock.advance).rates
     assert (fast.started, slow.started) == (1, 1)
     assert rates[0][0] == pytest.approx(400) and rates[1][0] == pytest.approx(200)  # fresh: warmed up
     if depth:
@@ -199,7 +199,7 @@ def test_a_side_by_side_stream_is_let_go_after_each_window_when_its_idle_workers
     clock = FakeClock()
     fast, slow = CountedPipeline(clock, 100, 8), CountedPipeline(clock, 50, 8)
     sides = [Side(fast, 8, lambda batch: batch, depth=8), Side(slow, 8, lambda batch: batch, depth=8)]
-    rates = interleaved(sides, 4, 0.25, clock, keep=lambda: False).rates
+    rates = interleaved(sides, 4, 0.25, clock, keep=lambda: False, sleep=clock.advance).rates
     assert (fast.started, slow.started) == (4, 4)
     assert rates[0] == pytest.approx([400] * 4) and rates[1] == pytest.approx([200] * 4)
     assert all(side.stream is None for side in sides)  # every stream ended with the race

@@ -139,7 +139,7 @@ def workers_loop(dataset: Any, sampler: Any, batch_size: Optional[int], collate:
         halves = ((cpu_marks[1] - cpu_marks[0]) / middle, (cpu_marks[2] - cpu_marks[1]) / (counted - middle))
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
     wall = typical(gaps) if workers == 1 else (arrivals[-1] - arrivals[0]) / counted
-    return WorkerLoop(typical(mains), worker, wall, counted, halves, _segment_rates(arrivals, 3))
+    return WorkerLoop(typical(mains), worker, wall, counted, halves, _segment_rates(arrivals, 3, workers))
 
 
 def typical(values: list[float], trimmed: float = 0.1) -> float:
@@ -150,9 +150,13 @@ def typical(values: list[float], trimmed: float = 0.1) -> float:
     return sum(kept) / len(kept)
 
 
-def _segment_rates(arrivals: list[float], parts: int) -> tuple[float, ...]:
-    """Batches/s over each of ``parts`` consecutive stretches of the arrivals (whole stretches only)."""
-    per = (len(arrivals) - 1) // parts
+def _segment_rates(arrivals: list[float], parts: int, round_size: int = 1) -> tuple[float, ...]:
+    """Batches/s over each of ``parts`` consecutive stretches of the arrivals, each of whole rounds of ``round_size``
+    batches (the workers finish theirs at about the same time: a stretch that cuts a round counts a batch made
+    in the round before it, or leaves one out, and 2 workers' thirds read low, high, low: 3,195, 4,727, 3,104
+    samples/s where a bare loop did 3,677, and their median put the pipeline without its costliest operation
+    at 5.7x its rate, against 4.6x in bare loops)."""
+    per = (len(arrivals) - 1) // parts // round_size * round_size
     if per < 1:
         return ()
     return tuple(per / (arrivals[(i + 1) * per] - arrivals[i * per]) for i in range(parts)
