@@ -185,8 +185,10 @@ def test_a_side_by_side_stream_is_resumed_window_after_window_and_its_banked_bat
     clock = FakeClock()
     fast, slow = CountedPipeline(clock, 100, 8), CountedPipeline(clock, 50, 8)
     sides = [Side(fast, 8, lambda batch: batch, depth=depth), Side(slow, 8, lambda batch: batch, depth=depth)]
-    rates = interleaved(sides, 4, 0.25, clock, sleep=clock.advance).rates
+    slept: list[float] = []
+    rates = interleaved(sides, 4, 0.25, clock, sleep=lambda s: (slept.append(s), clock.advance(s))).rates
     assert (fast.started, slow.started) == (1, 1)
+    assert len(slept) == (7 if depth else 0)  # after every window but the last: no window follows it
     assert rates[0][0] == pytest.approx(400) and rates[1][0] == pytest.approx(200)  # fresh: warmed up
     if depth:
         assert rates[0] == pytest.approx([400] * 4) and rates[1] == pytest.approx([200] * 4)
