@@ -145,8 +145,8 @@ def _record_config_sources(result: RunResult, job: JobContext) -> None:
 
 
 def windows_before_a_race(spec: Config, job: JobContext) -> Config:
-    """A sweep's job, when the sweep races its pick (``bench.confirm_s``): its windows stop at ``bench.raced_max_repeats``.
-    The race tells close settings apart side by side; a noisy moment kept a 0-worker job to 10 windows, 9.4 s of 29."""
+    """A sweep's job when the sweep races its pick (``bench.confirm_s``): windows stop at ``bench.raced_max_repeats``;
+    the race tells close settings apart (a noisy moment had kept a 0-worker job to 10 windows, 9.4 s of 29)."""
     bench = spec.bench
     if job.index is None or (job.total or 0) < 2 or bench.confirm_s <= 0 or bench.repeats \
             or bench.raced_max_repeats is None:

@@ -4,13 +4,13 @@ whose speed drifted while the jobs ran one after another does not decide the ans
 
 A race: every pass is four rounds, each measuring every setting still in once (a window of each, its stream
 resumed), every other one in the reverse order; after a pass, a setting shown slower than the leader beyond the
-tolerance with 95% confidence is out.  The race ends as soon as one setting is left, or all still in are shown within the tolerance of the leader, or none
-still in can put the pick out any more (each is shown not to beat it by the tolerance); else after about
-``bench.confirm_s``.  The pick is then the cheapest setting still in (fewest workers), the rule of
-:meth:`Difference.verdict`: fewer workers stand unless shown slower.  While the cheapest one's interval cannot tell,
-is wider than the tolerance and its mean lies beyond it (more rounds may put it out), more passes, up to ``EXTEND``
-x the budget; still undecided, the cheaper setting stands and the report says the two cannot be told apart on
-this host now.
+tolerance with 95% confidence is out.  The race ends as soon as one setting is left, or all still in are shown within
+the tolerance of the leader, or none still in can put the pick out any more (each is shown not to beat it by the
+tolerance); else after about ``bench.confirm_s``.  The pick is then the cheapest setting still in (fewest workers),
+the rule of :meth:`Difference.verdict`: fewer workers stand unless shown slower.  While the cheapest one's interval
+cannot tell, is wider than the tolerance and its mean lies beyond it (more rounds may put it out), more passes, up
+to ``EXTEND`` x the budget; still undecided, the cheaper setting stands and the report says the two cannot be told
+apart on this host now.
 
 A look after every pass is a sequential test: each look is another chance to put out a setting that is in truth as
 fast.  The rule only puts out a side whose whole interval lies beyond the tolerance, and t's intervals over a few
