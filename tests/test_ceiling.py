@@ -205,6 +205,37 @@ def test_the_resource_monitor_reads_the_trees_cpu_per_sample_delivered():
     assert 0.0027 < cost < 0.0045, cost
 
 
+BURN_3MS_A_SAMPLE_IN_BATCHES = """
+import time
+from loaderexp.harness.resources import ResourceMonitor
+
+delivered = [0]
+monitor = ResourceMonitor(0.1, samples_read=lambda: delivered[0])
+with monitor:
+    monitor.window_edge()  # the measured windows open
+    for _ in range(12):  # a batch of 50 samples is 150 ms of CPU: a 0.1 s reading sees one batch or none
+        begun = time.thread_time()
+        while time.thread_time() - begun < 0.15:
+            pass
+        delivered[0] += 50
+    monitor.window_edge()  # and close
+print(monitor.stats().cpu_s_per_sample, ResourceMonitor._cpu_per_sample(type("Unmarked", (), {
+    "_edges": [], "_cpu_marks": monitor._cpu_marks})()))
+"""
+
+
+def test_a_runs_cpu_per_sample_is_its_measured_windows_not_bent_by_batches_that_straddle_the_readings():
+    """Batches longer than the monitor's interval: the median of the readings' intervals reads 1.2 ms a sample
+    where each costs 3 (an interval that delivered no batch loses its CPU); the windows' one ratio, between the
+    marks where they open and close, reads 3 (what the loop does around them left out)."""
+    done = subprocess.run([sys.executable, "-c", BURN_3MS_A_SAMPLE_IN_BATCHES], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    cost, per_interval = map(float, done.stdout.split()[-2:])
+    assert 0.0026 < cost < 0.0036, cost
+    assert per_interval < 0.0025, per_interval  # what the marks are for
+
+
 def test_without_workers_one_process_can_be_the_ceiling():
     """Cheap samples: passing a batch between processes costs more than making it, and one process is fastest."""
     cheap = CeilingModel(profile(single_cpu_s=0.00001, single_wall_s=0.00001, main_cpu_s_per_batch=0.01),

@@ -270,6 +270,9 @@ class PausingProbe:
     def warmed_up(self) -> None:
         self.clock.advance(self.seconds)
 
+    def windows_open(self) -> None:
+        pass
+
     def windows_done(self) -> bool:
         return False
 

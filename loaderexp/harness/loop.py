@@ -42,6 +42,10 @@ class Probe(Protocol):
     def warmed_up(self) -> None:
         """The warm-up is over and the first window opens next (its clock starts after this)."""
 
+    def windows_open(self) -> None:
+        """The first window opens next, once a stream: the warm-up and the batches its reading let pile up are
+        read (its clock starts after this)."""
+
     def windows_done(self) -> bool:
         """The last window just closed, inside an epoch: True reads on to the epoch's end, unmeasured."""
 
@@ -219,6 +223,9 @@ class Stream:
                         left = batches_left(iterator)
                         warmup += self.budget.depth if left is None else min(self.budget.depth, left)
                     if seen == warmup:
+                        if self.probe is not None:
+                            self.probe.windows_open()
+                            done = clock()  # the reading is not the window's
                         self.delivered_before = delivery.delivered_samples()
                 if done > hard_deadline:
                     raise RunTimeout(f"a repeat ran past bench.max_run_seconds={self.budget.max_seconds:g}")

@@ -194,10 +194,14 @@ class EpochMemory:
     def warmed_up(self) -> None:
         self.monitor.sample_now()
 
+    def windows_open(self) -> None:
+        self.monitor.window_edge()
+
     def windows_done(self) -> bool:
         """Read on when that is cheap and the readings do not already show the tree flat over a good part of an
         epoch (too few, or too close together, to tell is not flat): to the point where one more reading can show
         what the rest of the epoch holds (:meth:`read_enough`), or to the epoch's end."""
+        self.monitor.window_edge()
         self.monitor.sample_now()
         self.readings = len(self.monitor.trace)
         record = self.record()

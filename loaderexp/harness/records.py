@@ -152,7 +152,7 @@ class ResourceStats:
     gpu_memory_used_peak_mb: Optional[float] = None
     gpu_note: str = ""  # why the GPU was not sampled, when it exists
     host_load: HostLoadRecord = field(default_factory=HostLoadRecord)
-    # the tree's CPU seconds per sample delivered, from the first batches on (the workers' start left out)
+    # the tree's CPU seconds per sample delivered in the measured windows (their start and reading on left out)
     cpu_s_per_sample: Optional[float] = None
 
 

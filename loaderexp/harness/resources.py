@@ -100,6 +100,7 @@ class ResourceMonitor:
         self._thread: threading.Thread | None = None
         self._cpu: list[float] = []
         self._cpu_marks: list[tuple[int, float]] = []  # (samples delivered, the tree's CPU so far) at each reading
+        self._edges: list[tuple[int, float]] = []  # the marks where the measured windows opened and closed
         self._cpu_total = 0.0
         self._pss = self._uss = 0.0
         self._processes = 0
@@ -146,9 +147,16 @@ class ResourceMonitor:
         )
 
     def _cpu_per_sample(self) -> Optional[float]:
-        """The tree's CPU per sample delivered while it delivered steadily: the median over the readings'
-        intervals after the first that saw a batch (the workers' start and imports are before it) and before the
-        last (the workers' exit); the whole span where too few intervals delivered."""
+        """The tree's CPU per sample delivered in the measured windows (:meth:`window_edge` marks them): all
+        their CPU over all their samples, so the cost the window rates are held against.  Without marks (a loop
+        without the memory probe), the median over the readings' intervals while it delivered steadily: after the
+        first that saw a batch (the workers' start and imports are before it) and before the last (their exit).
+        A 0.5 s interval holds whole batches, a few (a JPEG batch is 40 ms of it): its ratio is off by a batch
+        either way, and the windows' one ratio is not."""
+        spans = list(zip(self._edges[0::2], self._edges[1::2]))
+        samples = sum(close[0] - open_[0] for open_, close in spans)
+        if samples > 0:
+            return sum(close[1] - open_[1] for open_, close in spans) / samples
         marks = self._cpu_marks
         delivering = [i for i, (samples, _) in enumerate(marks) if samples > 0]
         if len(delivering) >= 4:
@@ -159,6 +167,13 @@ class ResourceMonitor:
         if not marks or marks[-1][0] <= marks[0][0]:
             return None
         return (marks[-1][1] - marks[0][1]) / (marks[-1][0] - marks[0][0])
+
+    def window_edge(self) -> None:
+        """A CPU reading where the measured windows open or close (the loop's memory probe calls it, outside
+        them): the run's CPU per sample is the windows' own."""
+        with self._lock:
+            self._sample(memory=False)
+            self._edges.append(self._cpu_marks[-1])
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -176,7 +191,7 @@ class ResourceMonitor:
         self._known = {pid: p for pid, p in self._known.items() if pid in alive}
         return tree
 
-    def _sample(self, first: bool = False) -> None:
+    def _sample(self, first: bool = False, memory: bool = True) -> None:
         now = time.time()
         tree = self._tree()
         used = self._account.used(tree, first)
@@ -189,7 +204,7 @@ class ResourceMonitor:
         if self._gpu is not None:
             self._sample_gpu()
         clock = time.perf_counter()
-        if first or clock >= self._next_memory or self._stop.is_set():
+        if memory and (first or clock >= self._next_memory or self._stop.is_set()):
             self._sample_memory(tree)
             cost = time.perf_counter() - clock
             self._next_memory = clock + max(self.interval_s, cost / MEMORY_DUTY_CYCLE)

@@ -104,7 +104,7 @@ STEP_MS = metric("step_ms_mean", "ms", SLOWEST, "with a step: its time per batch
 CPU_MEAN = metric("cpu_percent_mean", "%", SUM, "CPU of the tree, 100 = one core", per_rank=True)
 CPU_PEAK = metric("cpu_percent_peak", "%", SUM, "CPU of the tree, highest sample")
 CPU_PER_SAMPLE = metric("cpu_ms_per_sample", "ms", SLOWEST,
-                        "the tree's CPU per sample delivered, its workers' start left out (the ceiling's least cost)")
+                        "the tree's CPU per sample delivered in the measured windows (the ceiling's least cost)")
 PSS = metric("pss_peak_mb", "MB", SUM, "what a training script and its workers would hold: peak over an epoch",
              per_rank=True)
 PSS_FORECAST = metric("pss_forecast_mb", "MB", Combine.NONE,
