@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from loaderexp.report.confirm import Comparison, Confirmation
 from loaderexp.result import TOLERANCE
-from loaderexp.result.paired import Difference, Verdict
+from loaderexp.result.paired import Difference, Verdict, paired_difference
 
 
 def test_an_interval_that_spans_zero_cannot_tell():
@@ -99,6 +99,25 @@ def test_a_race_ends_once_no_side_still_in_can_put_the_pick_out():
     open_race = Race([_run(2, 1000), _run(3, 1000)], TOLERANCE)
     open_race.add([[1000, 1000], [960, 1040]])  # 3 might still be 10% faster
     assert open_race.pick == 0 and not open_race.pick_stands()
+
+
+def test_a_tie_ends_once_the_rounds_the_budget_holds_could_not_put_the_pick_out():
+    """3 workers against 2 on 2 cores, a tie read with 10% noise a round: after 8 rounds the pick's interval is
+    about -8% .. +9%, so "cannot tell" yet.  Four more rounds could not put it out even were 3 truly 8% ahead (the
+    interval's high end then still inside the tolerance): the race ends there.  Hundreds more could: it goes on.
+    A rival 12% ahead keeps it going whatever the rounds left."""
+    from loaderexp.track.confirm import Race
+
+    noise = [1.12, 0.90, 1.10, 0.91, 1.11, 0.92, 1.09, 0.90]
+    tie = Race([_run(2, 1000), _run(3, 1000)], TOLERANCE)
+    tie.add([[1000.0] * 8, [1000.0 * f for f in noise]])
+    pick_vs_rival = paired_difference(tie.rates[1], tie.rates[0])
+    assert pick_vs_rival.verdict(TOLERANCE) is Verdict.CANNOT_TELL and pick_vs_rival.low < -0.08
+    assert tie.pick == 0 and not tie.pick_stands() and not tie.undecided()
+    assert tie.out_of_reach(4) and not tie.out_of_reach(400)
+    behind = Race([_run(2, 1000), _run(3, 1120)], TOLERANCE)
+    behind.add([[1000.0] * 8, [1120.0 * f for f in noise]])
+    assert behind.alive == [0, 1] and not behind.out_of_reach(4)
 
 
 def test_when_the_fewest_workers_raced_still_stand_the_race_goes_on_down_to_the_runs_below(monkeypatch, tmp_path):

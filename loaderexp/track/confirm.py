@@ -6,7 +6,8 @@ A race: every pass is four rounds, each measuring every setting still in once (a
 resumed), every other one in the reverse order; after a pass, a setting shown slower than the leader beyond the
 tolerance with 95% confidence is out.  The race ends as soon as one setting is left, or all still in are shown within
 the tolerance of the leader, or none still in can put the pick out any more (each is shown not to beat it by the
-tolerance); else after about ``bench.confirm_s``.  The pick is then the cheapest setting still in (fewest workers),
+tolerance), or the rounds the budget still holds could not put it out (:meth:`Race.out_of_reach`); else after about
+``bench.confirm_s``.  The pick is then the cheapest setting still in (fewest workers),
 the rule of :meth:`Difference.verdict`: fewer workers stand unless shown slower.  While the cheapest one's interval
 cannot tell, is wider than the tolerance and its mean lies beyond it (more rounds may put it out), more passes, up
 to ``EXTEND`` x the budget; still undecided, the cheaper setting stands and the report says the two cannot be told
@@ -23,6 +24,7 @@ is x12.7, and on CIFAR-10 two rounds put out 3 of 6 rivals 34-47% slower where f
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import statistics
 import time
@@ -37,7 +39,7 @@ from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Comparison, Confirmation, fastest_rival, fewer_workers_rival
 from loaderexp.result import TOLERANCE, RunFacts, RunResult
 from loaderexp.result import metrics as M
-from loaderexp.result.paired import Difference, Verdict, paired_difference
+from loaderexp.result.paired import Difference, Verdict, paired_difference, t95
 
 log = logging.getLogger("loaderexp")
 
@@ -125,6 +127,25 @@ class Race:
         return all(paired_difference(self.rates[i], self.rates[pick]).low > -self.tolerance
                    for i in self.alive if i != pick)
 
+    def out_of_reach(self, rounds_left: int) -> bool:
+        """The rounds the budget still holds cannot put the pick out: were each rival's true lead over it the
+        high end of today's interval, the pick's interval after those rounds (today's spread, t for all the rounds)
+        would still reach inside the tolerance.  A tie (3 workers against 2 on 2 cores: +1.2%, CI -7.6..+10.0
+        after 12 rounds) otherwise races on to the budget only to say "cannot tell" of a pick that stands."""
+        pick = self.pick
+        for index in self.alive:
+            if index == pick:
+                continue
+            difference = paired_difference(self.rates[index], self.rates[pick])  # the pick against the rival
+            rounds = difference.pairs
+            if rounds < 2 or not math.isfinite(difference.low):
+                return False
+            spread = (difference.mean - difference.low) / t95(rounds - 1) * math.sqrt(rounds)
+            total = rounds + rounds_left
+            if difference.low + t95(total - 1) * spread / math.sqrt(total) <= -self.tolerance:
+                return False
+        return True
+
     def comparisons(self) -> list[Comparison]:
         """Each side against the leader it was last read against (a side put out keeps the leader of its pass); the
         pick's marked accepted when it is not the leader."""
@@ -151,12 +172,20 @@ def race(sides: Sequence[RunResult], folders: Sequence[Path], seconds: float, to
         while True:
             begun = time.monotonic()
             window_s = WINDOW_S if any(standing.rates) else FIRST_WINDOW_S
+            racing = len(standing.alive)
             paired = compare_specs([specs[i] for i in standing.alive], PASS_ROUNDS, window_s)
             standing.add(paired.rates)
             now = time.monotonic()
             if len(standing.alive) == 1 or standing.settled() or standing.pick_stands():
                 return standing
             if now - started >= seconds and not standing.undecided():
+                return standing
+            # A pass of the sides still in costs at most what this one did a side (its windows may be shorter).
+            budget, next_pass_s = (EXTEND if standing.undecided() else 1) * seconds, \
+                (now - begun) * len(standing.alive) / racing
+            if standing.out_of_reach(PASS_ROUNDS * max(math.ceil((budget - (now - started)) / next_pass_s), 0)):
+                log.info("confirming the pick: the time left cannot show num_workers=%d slower beyond the "
+                         "tolerance; it stands", standing.sides[standing.pick].workers)
                 return standing
             if now - started + (now - begun) > EXTEND * seconds:
                 return standing
