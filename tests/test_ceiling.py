@@ -219,21 +219,19 @@ with monitor:
             pass
         delivered[0] += 50
     monitor.window_edge()  # and close
-print(monitor.stats().cpu_s_per_sample, ResourceMonitor._cpu_per_sample(type("Unmarked", (), {
-    "_edges": [], "_cpu_marks": monitor._cpu_marks})()))
+print(monitor.stats().cpu_s_per_sample)
 """
 
 
 def test_a_runs_cpu_per_sample_is_its_measured_windows_not_bent_by_batches_that_straddle_the_readings():
-    """Batches longer than the monitor's interval: the median of the readings' intervals reads 1.2 ms a sample
-    where each costs 3 (an interval that delivered no batch loses its CPU); the windows' one ratio, between the
-    marks where they open and close, reads 3 (what the loop does around them left out)."""
+    """Batches longer than the monitor's interval: the median of the readings' intervals, the figure before, read
+    1.2 ms a sample where each costs 3 (an interval that delivered no batch lost its CPU); the windows' one ratio,
+    between the marks where they open and close, reads 3 (what the loop does around them left out)."""
     done = subprocess.run([sys.executable, "-c", BURN_3MS_A_SAMPLE_IN_BATCHES], capture_output=True, text=True,
                           cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
-    cost, per_interval = map(float, done.stdout.split()[-2:])
+    cost = float(done.stdout.split()[-1])
     assert 0.0026 < cost < 0.0036, cost
-    assert per_interval < 0.0025, per_interval  # what the marks are for
 
 
 def test_without_workers_one_process_can_be_the_ceiling():
