@@ -212,13 +212,13 @@ from loaderexp.harness.resources import ResourceMonitor
 delivered = [0]
 monitor = ResourceMonitor(0.1, samples_read=lambda: delivered[0])
 with monitor:
-    monitor.window_edge()  # the measured windows open
+    monitor.window_edge(opening=True)  # the measured windows open
     for _ in range(12):  # a batch of 50 samples is 150 ms of CPU: a 0.1 s reading sees one batch or none
         begun = time.thread_time()
         while time.thread_time() - begun < 0.15:
             pass
         delivered[0] += 50
-    monitor.window_edge()  # and close
+    monitor.window_edge(opening=False)  # and close
 print(monitor.stats().cpu_s_per_sample)
 """
 
@@ -232,6 +232,20 @@ def test_a_runs_cpu_per_sample_is_its_measured_windows_not_bent_by_batches_that_
     assert done.returncode == 0, done.stderr
     cost = float(done.stdout.split()[-1])
     assert 0.0026 < cost < 0.0036, cost
+
+
+def test_only_an_opening_followed_by_its_close_spans_measured_windows():
+    """Whole epochs' streams open their windows and end at the epoch, with no close: two openings in a row span
+    the streams' ends and starts, not windows, and count for nothing; without a pair, the readings' median."""
+    from types import SimpleNamespace
+
+    from loaderexp.harness.resources import ResourceMonitor
+
+    readings = [(0, 0.0), (50, 0.1), (100, 0.2), (150, 0.3), (200, 0.4), (250, 0.5)]  # 2 ms a sample
+    paired = SimpleNamespace(_edges=[(0, 0.0, True), (100, 0.5, True), (200, 0.8, False)], _cpu_marks=readings)
+    assert ResourceMonitor._cpu_per_sample(paired) == pytest.approx(0.003)  # (0.8 - 0.5) / (200 - 100)
+    unpaired = SimpleNamespace(_edges=[(0, 0.0, True), (100, 0.5, True)], _cpu_marks=readings)
+    assert ResourceMonitor._cpu_per_sample(unpaired) == pytest.approx(0.002)
 
 
 def test_without_workers_one_process_can_be_the_ceiling():

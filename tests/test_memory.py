@@ -69,7 +69,7 @@ class ScriptedMonitor:
     def sample_now(self) -> None:
         self.trace.append(reading(self.read, self.mb(self.read), {1: 1.0, 2: 1.0}))
 
-    def window_edge(self) -> None:  # a CPU reading: no memory figure
+    def window_edge(self, opening: bool) -> None:  # a CPU reading: no memory figure
         pass
 
 

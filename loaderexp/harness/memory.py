@@ -195,13 +195,13 @@ class EpochMemory:
         self.monitor.sample_now()
 
     def windows_open(self) -> None:
-        self.monitor.window_edge()
+        self.monitor.window_edge(opening=True)
 
     def windows_done(self) -> bool:
         """Read on when that is cheap and the readings do not already show the tree flat over a good part of an
         epoch (too few, or too close together, to tell is not flat): to the point where one more reading can show
         what the rest of the epoch holds (:meth:`read_enough`), or to the epoch's end."""
-        self.monitor.window_edge()
+        self.monitor.window_edge(opening=False)
         self.monitor.sample_now()
         self.readings = len(self.monitor.trace)
         record = self.record()

@@ -100,7 +100,7 @@ class ResourceMonitor:
         self._thread: threading.Thread | None = None
         self._cpu: list[float] = []
         self._cpu_marks: list[tuple[int, float]] = []  # (samples delivered, the tree's CPU so far) at each reading
-        self._edges: list[tuple[int, float]] = []  # the marks where the measured windows opened and closed
+        self._edges: list[tuple[int, float, bool]] = []  # (samples, CPU, opening) where the windows opened, closed
         self._cpu_total = 0.0
         self._unreported = 0.0  # the tree's CPU read at window edges since the last regular reading
         self._pss = self._uss = 0.0
@@ -150,11 +150,11 @@ class ResourceMonitor:
     def _cpu_per_sample(self) -> Optional[float]:
         """The tree's CPU per sample delivered in the measured windows (:meth:`window_edge` marks them): all
         their CPU over all their samples, so the cost the window rates are held against.  Without marks (a loop
-        without the memory probe), the median over the readings' intervals while it delivered steadily: after the
+        without the memory probe; whole epochs' streams, which end at the epoch, not at a close), the median over the readings' intervals while it delivered steadily: after the
         first that saw a batch (the workers' start and imports are before it) and before the last (their exit).
         A 0.5 s interval holds whole batches, a few (a JPEG batch is 40 ms of it): its ratio is off by a batch
         either way, and the windows' one ratio is not."""
-        spans = list(zip(self._edges[0::2], self._edges[1::2]))
+        spans = [(open_, close) for open_, close in zip(self._edges, self._edges[1:]) if open_[2] and not close[2]]
         samples = sum(close[0] - open_[0] for open_, close in spans)
         if samples > 0:
             return sum(close[1] - open_[1] for open_, close in spans) / samples
@@ -169,16 +169,17 @@ class ResourceMonitor:
             return None
         return (marks[-1][1] - marks[0][1]) / (marks[-1][0] - marks[0][0])
 
-    def window_edge(self) -> None:
+    def window_edge(self, opening: bool) -> None:
         """A CPU reading where the measured windows open or close (the loop's memory probe calls it, outside
-        them): the run's CPU per sample is the windows' own.  Only the tree's CPU is read; it is handed to the next
+        them): the run's CPU per sample is the windows' own (an opening without its close, as whole epochs'
+        streams end at the epoch, spans nothing).  Only the tree's CPU is read; it is handed to the next
         regular reading, whose interval stays whole (a reading a few ms long would make its CPU and the others'
         load a rate of clock ticks: CI read 0.4 cores of "others" from them)."""
         with self._lock:
             used = self._account.used(self._tree())
             self._unreported += used
             self._cpu_total += used
-            self._edges.append((self._samples_read(), self._cpu_total))
+            self._edges.append((self._samples_read(), self._cpu_total, opening))
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
