@@ -150,10 +150,10 @@ class ResourceMonitor:
     def _cpu_per_sample(self) -> Optional[float]:
         """The tree's CPU per sample delivered in the measured windows (:meth:`window_edge` marks them): all
         their CPU over all their samples, so the cost the window rates are held against.  Without marks (a loop
-        without the memory probe; whole epochs' streams, which end at the epoch, not at a close), the median over the readings' intervals while it delivered steadily: after the
-        first that saw a batch (the workers' start and imports are before it) and before the last (their exit).
-        A 0.5 s interval holds whole batches, a few (a JPEG batch is 40 ms of it): its ratio is off by a batch
-        either way, and the windows' one ratio is not."""
+        without the memory probe; whole epochs' streams, which end at the epoch, not at a close), the median over
+        the readings' intervals while it delivered steadily: after the first that saw a batch (the workers' start
+        and imports are before it) and before the last (their exit).  A 0.5 s interval holds whole batches, a few
+        (a JPEG batch is 40 ms of it): its ratio is off by a batch either way, and the windows' one ratio is not."""
         spans = [(open_, close) for open_, close in zip(self._edges, self._edges[1:]) if open_[2] and not close[2]]
         samples = sum(close[0] - open_[0] for open_, close in spans)
         if samples > 0:
