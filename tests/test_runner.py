@@ -81,14 +81,17 @@ def test_pin_memory_without_accelerator_runs_and_records_the_warning(compose_cfg
     assert result.metrics["pinned_fraction"] == 0.0
 
 
-@pytest.mark.parametrize("step,bound", [("step.ms=50", "compute-bound"), ("step.ms=0", "loader-bound")])
-def test_a_training_step_gives_stall_fraction_and_bound(compose_cfg, tmp_path, step, bound):
-    cfg = compose_cfg([*TINY, "tracking=none", "step=sleep", step])
+# Loader-bound on samples that cost a known sleep (32 ms a batch against a step of none): a window of a few ms of
+# synthetic batches let one preemption outside the waits flip the share (CI read under 0.5 where 0.75 is usual).
+@pytest.mark.parametrize("overrides,bound", [(["step.ms=50"], "compute-bound"),
+                                             (["step.ms=0", "dataset=sleep", "dataset.sleep_ms=1"], "loader-bound")])
+def test_a_training_step_gives_stall_fraction_and_bound(compose_cfg, tmp_path, overrides, bound):
+    cfg = compose_cfg([*TINY, "tracking=none", "step=sleep", *overrides])
     result = run(cfg, JobContext(output_dir=tmp_path / "job"))
     assert result.status == "FINISHED", result.error
     assert result.info.bound == bound
     stall = result.metrics["stall_fraction"]
-    assert (stall < 0.1) if bound == "compute-bound" else (stall > 0.5)
+    assert (stall < 0.1) if bound == "compute-bound" else (stall > 0.8)
     if bound == "compute-bound":
         assert result.metrics["step_ms_mean"] >= 50
 
