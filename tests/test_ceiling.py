@@ -453,12 +453,31 @@ def test_a_lighter_pipeline_timed_at_a_slow_moment_is_put_on_the_profiles_moment
 
     whole = Whole(0.0005, WorkerFigures(0.0004, 0.0004, 0.0002, "", 0.0), 5000.0)
     slow_whole, slow_lighter = WorkerFigures(0.0008, 0.0008, 0.0004, "", 0.02), WorkerFigures(0.0002, 0.0002, 0.0004, "", 0.01)
-    found = _rebased("Blur", whole, (0.001, 0.0004), (slow_whole, slow_lighter), ([2400, 2500, 2600], [9800, 10000, 10200]))
+    pairs = (([2400, 2500, 2600], [9800, 10000, 10200]), ([2450, 2500, 2550], [9900, 10000, 10100]))
+    found = _rebased("Blur", whole, (0.001, 0.0004), (slow_whole, slow_lighter), pairs)
     assert found.stage == "Blur"
     assert found.worker_wall_s == pytest.approx(0.0001) and found.worker_cpu_s == pytest.approx(0.0001)
     assert found.single_wall_s == pytest.approx(0.0002) and found.main_cpu_s_per_batch == pytest.approx(0.0002)
     assert found.all_cores_rate == pytest.approx(20000.0)
-    assert found.spread == pytest.approx(0.04)  # the lighter all-cores loop's thirds, 9,800..10,200 around 10,000
+    assert found.spread == pytest.approx(0.01)  # its one-worker loop's; both all-cores loops read 10,000
+    one_loop = _rebased("Blur", whole, (0.001, 0.0004), (slow_whole, slow_lighter), pairs[:1])
+    assert one_loop.spread == pytest.approx(0.04)  # one all-cores loop: its thirds, 9,800..10,200 around 10,000
+
+
+def test_the_all_cores_pairs_in_turn_cancel_a_drift_and_say_how_far_apart_they_read():
+    """Whole, lighter, lighter, whole while the host speeds up by a tenth each loop (the lighter pipeline truly 4x
+    the whole's): the first pair reads the lighter one 4.4x, the second 3.64x; their geometric mean, 4.0x.  One
+    pair alone was 10% off; the pairs' disagreement is the ratio's stated spread."""
+    from loaderexp.harness.profile_lighter import pairs_ratio
+
+    speed = [1.0, 1.1, 1.21, 1.331]
+    first = ([1000 * speed[0]], [4000 * speed[1]])
+    second = ([1000 * speed[3]], [4000 * speed[2]])
+    ratio, apart = pairs_ratio((first, second))
+    assert pairs_ratio((first,))[0] == pytest.approx(4.4)
+    assert ratio == pytest.approx(4.0)
+    assert apart == pytest.approx((4.4 / (4.0 * 1.21 / 1.331) - 1) / 2)
+    assert pairs_ratio((([], [4000.0]), ([1000.0], [4000.0]))) == (pytest.approx(4.0), 0.0)  # an empty loop: the other
 
 
 def test_a_loops_thirds_hold_whole_rounds_of_its_workers_batches():
