@@ -86,3 +86,42 @@ def test_workers_that_end_within_the_run_are_its_own_cpu_not_the_others(compose_
                     f"{alone_after:.2f} after, twice): the run with workers cannot be told from it")
     # its own workers must not make the run read busy (they once read 0.3-0.4 cores; on a steady host 0.0-0.15)
     assert with_workers - max(alone, alone_after) < BUSY_CORES, (alone, with_workers, alone_after)
+
+
+class _Times:
+    def __init__(self, own: float, reaped: float):
+        self.user, self.system, self.children_user, self.children_system = own, 0.0, reaped, 0.0
+
+
+class _Process:
+    """What CpuAccount reads of a process: its CPU and its reaped children's; one gone raises, as psutil does."""
+
+    def __init__(self, pid: int, own: float = 0.0, reaped: float = 0.0):
+        self.pid, self.own, self.reaped, self.gone = pid, own, reaped, False
+
+    def cpu_times(self) -> _Times:
+        if self.gone:
+            import psutil
+
+            raise psutil.NoSuchProcess(self.pid)
+        return _Times(self.own, self.reaped)
+
+
+def test_a_worker_missed_a_reading_before_its_parents_reaped_time_shows_it_is_not_taken_off_twice():
+    """A worker reads 0.4 s of CPU; at the next reading it is gone, but the parent (read first) did not show it
+    reaped yet; the reading after, the parent's reaped time holds its life's 0.5 s.  The intervals read 0.4, 0.0
+    and 0.1 (its last moments), not 0.4, -0.4 and +0.5: a tree on 2 cores once peaked at 343%, and the short
+    interval lent "the other processes" its workers' CPU."""
+    from loaderexp.harness.host_load import CpuAccount
+
+    parent, worker = _Process(1), _Process(2)
+    account = CpuAccount()
+    account.used([parent], first=True)
+    worker.own = 0.4
+    assert account.used([parent, worker]) == pytest.approx(0.4)
+    worker.gone = True
+    assert account.used([parent, worker]) == pytest.approx(0.0)
+    parent.reaped = 0.5
+    assert account.used([parent]) == pytest.approx(0.1)
+    parent.own, parent.reaped = 0.2, 0.8  # and a child never seen alive (started and reaped between readings)
+    assert account.used([parent]) == pytest.approx(0.5)

@@ -57,15 +57,20 @@ class CpuAccount:
     A process that ended is no longer read, but its time is not lost: once its parent reaps it, the kernel
     adds its whole life's CPU to the parent's ``children`` times.  So each process's reaped children count
     too, less what was already read of them while they lived (a DataLoader's workers that end with each
-    epoch would otherwise leave their last moments' CPU to "the other processes")."""
+    epoch would otherwise leave their last moments' CPU to "the other processes").  What was read of them is
+    taken off the reaped time when that arrives, not when they are first missed: a worker reaped between the
+    reading of its parent and its own is missed a reading before its parent's reaped time shows it, which made
+    that interval short of its life's CPU and the next one over by it (a tree on 2 cores read 343% at its peak,
+    and the interval short of it lent "the other processes" its workers' CPU)."""
 
     def __init__(self) -> None:
         self._known: dict[int, psutil.Process] = {}
         self._seconds: dict[int, float] = {}  # each process's own CPU at the last reading
         self._reaped: dict[int, float] = {}  # the CPU of the children it had reaped by then
+        self._owed = 0.0  # what was read of processes gone since, until their reaped time arrives
 
     def used(self, processes: list[psutil.Process], first: bool = False) -> float:
-        used, seconds, reaped = 0.0, {}, {}
+        used, arrived, seconds, reaped = 0.0, 0.0, {}, {}
         for process in processes:
             process = self._known.setdefault(process.pid, process)
             try:
@@ -76,9 +81,12 @@ class CpuAccount:
             reaped[process.pid] = times.children_user + times.children_system
             if not first:
                 used += seconds[process.pid] - self._seconds.get(process.pid, 0.0)
-                used += reaped[process.pid] - self._reaped.get(process.pid, 0.0)
+                arrived += reaped[process.pid] - self._reaped.get(process.pid, 0.0)
         if not first:  # those gone since: their time reaches a parent's children times, read above or later
-            used -= sum(total for pid, total in self._seconds.items() if pid not in seconds)
+            self._owed += sum(total for pid, total in self._seconds.items() if pid not in seconds)
+            paid = min(max(arrived, 0.0), self._owed)
+            self._owed -= paid
+            used += arrived - paid
         self._seconds, self._reaped = seconds, reaped
         self._known = {pid: p for pid, p in self._known.items() if pid in seconds}
         return used
