@@ -100,7 +100,7 @@ def lighter_pipelines(dataset: Any, stages: list[Stage], indices: list[int], bat
             lighter_worker = timed(lighter, worker)  # this pair the other way round: lighter, then whole
             one_worker = (timed(transform, worker), lighter_worker)
             # Whole, lighter, lighter, whole: a drift over the four loops favours neither ratio's side (one pair
-            # read a 2-worker what-if beyond 15% of bare loops in 5 of 12 checks, -20% to +35%; two, in 2 of 14).
+            # read a 2-worker what-if beyond 15% of bare loops in 5 of 12 checks, -20% to +35%; two, in 4 of 26).
             first = (timed(transform, rates), timed(lighter, rates))
             later_lighter = timed(lighter, rates)
             all_cores = (first, (timed(transform, rates), later_lighter))
