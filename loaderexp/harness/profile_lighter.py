@@ -130,8 +130,12 @@ def pairs_ratio(pairs: tuple[Pair, ...]) -> tuple[Optional[float], float]:
             ratios.append(l_rate / w_rate)
     if not ratios:
         return None, 0.0
-    ratio = math.prod(ratios) ** (1 / len(ratios))
-    return ratio, (max(ratios) / min(ratios) - 1) / 2
+    return math.prod(ratios) ** (1 / len(ratios)), _half_apart(ratios)
+
+
+def _half_apart(values: list[float]) -> float:
+    """Half the relative difference of the highest and lowest of (positive) ``values``: how far either may be off."""
+    return (max(values) / min(values) - 1) / 2
 
 
 def _loops_apart(loops: list[list[float]]) -> float:
@@ -141,7 +145,7 @@ def _loops_apart(loops: list[list[float]]) -> float:
     where its what-ifs read within 10%."""
     middles = [m for m in map(_middle, loops) if m]
     if len(middles) > 1:
-        return (max(middles) / min(middles) - 1) / 2
+        return _half_apart(middles)
     rates = next((rates for rates in loops if rates), [])
     return (max(rates) - min(rates)) / middles[0] if middles else 0.0
 
