@@ -8,6 +8,7 @@ Every reference is measured side by side with the figure it checks, in this proc
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -124,6 +125,10 @@ def stage_check(name: str, data: Any) -> bool:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
+        # Untimed first: a fresh process's first loop grows its allocator (a JPEG folder's ToTensor read 0.46 ms
+        # where the same loop read 0.24 ms right after); the reference is the loop's steady state, a worker's past
+        # its first batches
+        loop_op_costs(data, 500)
         before = loop_op_costs(data)
         profile = profile_stages(data, 64, None, CORES, 2.0)
         after = loop_op_costs(data)
@@ -166,10 +171,12 @@ def bare_rate(data: Any, workers: int, batches: int = 200) -> float:
 
 def what_if_check(name: str, data: Any) -> bool:
     """Each operation left out in turn: the pipeline without it and the whole pipeline (the rate a sweep's run
-    measured, which a what-if stands on), interleaved in bare loops just before and just after a profile of the
-    whole pipeline (which measures its lighter pipelines inside), so the host's drift over the check's minutes
-    lands on all alike; the what-if, on the whole pipeline's mean, against the lighter one's mean.  A modelled
-    one's figure from the model's own rate (no run to stand on) is printed beside it."""
+    measured, which a what-if stands on), in pairs of bare loops, one just before a profile of the whole
+    pipeline (which measures its lighter pipelines inside) and two just after.  The reference is the median of
+    the three pairs' lighter-to-whole ratios on the whole one's mean: a pair's two loops meet the same moment,
+    and one pair that met a slow stretch does not decide it (the mean of one pair before and one after moved
+    9-28% with a single loop, and the median of three read every one-worker what-if of 18 within 13%).  A
+    modelled one's figure from the model's own rate (no run to stand on) is printed beside it."""
     ok = True
     transform = data.transform
     kept, counts = transform.transforms, (1, CORES)
@@ -197,12 +204,14 @@ def what_if_check(name: str, data: Any) -> bool:
                 found.append((without, bare_rate(data, workers, batches)))
             return found
 
-        before = references()
+        pairs = [references()]
         model = CeilingModel(profile_stages(data, 64, None, CORES, 2.0), Machine(cores=CORES, batch_size=64))
-        after = references()
+        pairs += [references(), references()]
         measured_without = model.without(op_name).lighter is not None
-        for workers, (first, whole_first), (second, whole_second) in zip(counts, before, after):
-            reference, whole = (first + second) / 2, (whole_first + whole_second) / 2
+        for at, workers in enumerate(counts):
+            ratios = [found[at][0] / found[at][1] for found in pairs]
+            whole = statistics.mean(found[at][1] for found in pairs)
+            reference = whole * statistics.median(ratios)
             change = next(w for w in what_ifs(model, workers, [workers], whole)
                           if w.change.startswith(f"{op_name} removed"))
             off = change.at_workers_after / reference - 1
@@ -211,7 +220,8 @@ def what_if_check(name: str, data: Any) -> bool:
             held = measured_without or change.uncertainty <= WHAT_IF_TOLERANCE + 1e-9
             ok &= abs(off) <= (WHAT_IF_TOLERANCE if held else change.uncertainty)
             print(f"  {op_name} removed at num_workers={workers}: predicted {change.at_workers_after:,.0f} (from "
-                  f"{whole:,.0f} with it), the pipeline without it {first:,.0f}/{second:,.0f} samples/s: "
+                  f"{whole:,.0f} with it), the pipeline without it x{'/x'.join(f'{r:.2f}' for r in ratios)} the "
+                  f"whole one's in bare loops, {reference:,.0f} samples/s on the median: "
                   f"{100 * off:+.1f}% ({'measured' if measured_without else 'modelled'}, stated "
                   f"+-{100 * change.uncertainty:.0f}%" + (", target 15%" if held else "")
                   + ("" if measured_without else f"; the model's own rate {alone.at_workers_after:,.0f}: "
