@@ -7,9 +7,12 @@ Every reference is measured side by side with the figure it checks, in this proc
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import statistics
+import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -121,7 +124,18 @@ def loop_op_costs(data: Any, samples: int = 3000) -> dict[str, float]:
     return {name: w.cpu / max(w.calls, 1) for (name, _), w in zip(transform_ops(transform), wrapped)}
 
 
-def stage_check(name: str, data: Any) -> bool:
+def stage_check(name: str) -> bool:
+    """In a process of its own, as the sweep's profile (in a fresh fork of the dataset's holder) and a worker meet
+    the ops.  Run in this process after another case's checks, the JPEG folder's ToTensor and Normalize read 10-12%
+    under their loops, where a fresh process reads them 3-8% under: their cost is mostly their outputs'
+    allocation, and what an allocation costs depends on the process's history."""
+    sys.stdout.flush()
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as fresh:
+        return fresh.submit(_stage_check, name).result()
+
+
+def _stage_check(name: str) -> bool:
+    data = dataset(name)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -129,21 +143,25 @@ def stage_check(name: str, data: Any) -> bool:
         # where the same loop read 0.24 ms right after); the reference is the loop's steady state, a worker's past
         # its first batches
         loop_op_costs(data, 500)
-        before = loop_op_costs(data)
+        loops = [loop_op_costs(data)]
         profile = profile_stages(data, 64, None, CORES, 2.0)
-        after = loop_op_costs(data)
+        loops += [loop_op_costs(data), loop_op_costs(data)]
     finally:
         torch.set_num_threads(threads)
     ok = True
     for stage in profile.stages:
-        if stage.name not in before:
+        if stage.name not in loops[0]:
             continue
-        reference = (before[stage.name] + after[stage.name]) / 2
+        # The median of three loops, one before the profile and two after: an allocation-bound op's loops read up
+        # to 33% apart in one process (the JPEG folder's Normalize 0.108 then 0.143 ms), and one of two moved the mean
+        reference = statistics.median(loop[stage.name] for loop in loops)
         off = stage.cpu_s / reference - 1
         checked = reference >= LEAST_STAGE_S
         ok &= not checked or abs(off) <= STAGE_TOLERANCE
-        print(f"  {stage.name:<22} stage {1000 * stage.cpu_s:.4f} ms, in a DataLoader loop {1000 * before[stage.name]:.4f}"
-              f"/{1000 * after[stage.name]:.4f} ms: {100 * off:+.1f}%" + ("" if checked else " (under 0.05 ms: shown)"))
+        print(f"  {stage.name:<22} stage {1000 * stage.cpu_s:.4f} ms, in DataLoader loops "
+              + "/".join(f"{1000 * loop[stage.name]:.4f}" for loop in loops)
+              + f" ms, on the median: {100 * off:+.1f}%" + ("" if checked else " (under 0.05 ms: shown)"))
+    sys.stdout.flush()
     return ok
 
 
@@ -252,7 +270,7 @@ def run_checks(folder: Path, names: list[str]) -> int:
         print(f"{name}:")
         failed += not bound_check(name, sweeps(name, folder / name))
         data = dataset(name)
-        failed += not stage_check(name, data)
+        failed += not stage_check(name)
         failed += not what_if_check(name, data)
         print()
     print("memory forecast:")
