@@ -58,7 +58,8 @@ def dataset(name: str) -> Any:
         return image_folder(root=f"{ROOT}/imagefolder", transform=imagenet_train())
     from loaderexp.data.synthetic import SyntheticImages
 
-    return SyntheticImages(num_samples=20000, shape=(3, 64, 64), transform=cpu_op() if name == "cpu_op" else tensor_op())
+    transform = cpu_op() if name == "cpu_op" else tensor_op()
+    return SyntheticImages(num_samples=20000, shape=(3, 64, 64), transform=transform)
 
 
 # -- 1. the ceiling is a bound, and the same in two identical sweeps ------------------------------------------
@@ -126,9 +127,9 @@ def loop_op_costs(data: Any, samples: int = 3000) -> dict[str, float]:
 
 def stage_check(name: str) -> bool:
     """In a process of its own, as the sweep's profile (in a fresh fork of the dataset's holder) and a worker meet
-    the ops.  Run in this process after another case's checks, the JPEG folder's ToTensor and Normalize read 10-12%
-    under their loops, where a fresh process reads them 3-8% under: their cost is mostly their outputs'
-    allocation, and what an allocation costs depends on the process's history."""
+    the ops, not after another case's checks in this one: the JPEG folder's ToTensor and Normalize, whose cost is
+    mostly their outputs' allocation, read what the process's history makes them (their loops slow as a process
+    ages: 0.257, 0.273, 0.278 ms in three rounds of one process)."""
     sys.stdout.flush()
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as fresh:
         return fresh.submit(_stage_check, name).result()
