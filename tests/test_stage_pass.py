@@ -1,0 +1,63 @@
+"""The profile's stage pass holds a batch's samples as a worker does: until the batch is whole, then lets them go."""
+
+from __future__ import annotations
+
+import time
+import weakref
+
+from loaderexp.harness.profile import Split, _stage_pass
+
+
+class _Output:
+    """A transform's output, which a weak reference can watch."""
+
+
+class CountingOp:
+    """A transform op that records how many of its earlier outputs are still alive each time it is called."""
+
+    def __init__(self, sleep_s: float = 0.0):
+        self.alive: weakref.WeakSet = weakref.WeakSet()
+        self.seen: list[int] = []
+        self.sleep_s = sleep_s
+
+    def __call__(self, _value):
+        self.seen.append(len(self.alive))
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        out = _Output()
+        self.alive.add(out)
+        return out
+
+
+class Indexed:
+    """A map-style dataset with a ``transform`` attribute, as torchvision's are."""
+
+    def __init__(self, op: CountingOp, length: int = 50):
+        self.transform, self.length = op, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        return index if self.transform is None else self.transform(index)
+
+
+def test_a_batchs_samples_are_held_until_it_is_whole_and_let_go_before_the_next():
+    op = CountingOp()
+    _, batch, done = _stage_pass(Split(Indexed(op)), list(range(50)), budget_s=1e9, batch_size=8)
+    assert done == 50
+    assert op.seen[:16] == [*range(8), *range(8)]  # the samples of the batch being made, and none before it
+    assert max(op.seen) == 7
+    assert len(batch) == 2  # the last batch, as far as the samples went: kept for collate
+
+
+def test_the_pass_ends_with_a_whole_batch_past_its_budget():
+    op = CountingOp()  # microseconds a sample: a batch of 8 is whole long before twice the budget
+    _, batch, done = _stage_pass(Split(Indexed(op, 10**6)), range(10**6), budget_s=0.2, batch_size=8)
+    assert done % 8 == 0 and len(batch) == 8 and done < 10**6
+
+
+def test_samples_too_slow_to_finish_a_batch_end_the_pass_at_twice_its_budget():
+    op = CountingOp(sleep_s=0.005)
+    _, batch, done = _stage_pass(Split(Indexed(op, length=64)), list(range(64)), budget_s=0.01, batch_size=64)
+    assert 3 <= done < 64 and len(batch) == done
