@@ -222,3 +222,26 @@ def test_a_sweeps_jobs_stop_at_fewer_windows_only_when_a_race_will_tell_its_clos
     assert most(["bench.raced_max_repeats=1"], in_sweep) == 3  # never fewer than min_repeats
     fixed = windows_before_a_race(composed_spec(compose(["bench.repeats=7"])), in_sweep).bench
     assert (fixed.repeats, fixed.max_repeats) == (7, 10)  # a fixed count stays fixed
+
+
+def test_a_pick_put_out_by_a_faster_run_leaves_the_runs_between_them_to_race(monkeypatch, tmp_path):
+    """The jobs pick 2 (within the tolerance of 4, the fastest, in their moment); the race puts 2, 1 and 0 out
+    against 4.  3 was never raced, and fewer workers stand unless shown slower: it races 4 next, and is as fast."""
+    from loaderexp.track import confirm
+
+    true_rate = {0: 500.0, 1: 600.0, 2: 800.0, 3: 1000.0, 4: 1000.0}
+    job_rate = {**true_rate, 2: 970.0, 3: 900.0}
+    items = [(tmp_path / str(w), _run(w, job_rate[w])) for w in range(0, 5)]
+    raced: list[list[int]] = []
+
+    def fake_race(sides, folders, seconds, tolerance):
+        raced.append([s.workers for s in sides])
+        standing = confirm.Race(sides, tolerance)
+        standing.add([[true_rate[s.workers] * f for f in (1.0, 1.01, 0.99, 1.0)] for s in sides])
+        return standing
+
+    monkeypatch.setattr(confirm, "race", fake_race)
+    monkeypatch.setattr(confirm, "_skipped", lambda results, pick: "")
+    confirmation = confirm.confirm_pick(items, seconds=15)
+    assert raced == [[2, 4, 1, 0], [4, 3]]
+    assert confirmation.pick == {"loader.num_workers": 3}

@@ -224,18 +224,23 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
              "after each pass of %d rounds)", len(sides), seconds, PASS_ROUNDS)
     started = time.monotonic()
     found: list[Comparison] = []
+    raced: set[int] = set()
     try:
         while True:
             standing = race(sides, [folder[id(r)] for r in sides], seconds, tolerance)
+            raced.update(id(s) for s in sides)
             found = [c for c in found if all(c.rival != s.params for s in sides)] + standing.comparisons()
             pick, leader = sides[standing.pick], sides[standing.leader]
-            # The cheapest side raced still stands: the runs with fewer workers below it were never raced.
-            below = fewer_workers(pick, finished, MAX_SIDES - 2) if pick.workers == min(s.workers for s in sides) \
-                else []
+            # Runs with fewer workers than the pick that were never raced: below it when it is the fewest raced, or
+            # between the fewest raced and the pick (the jobs' pick put out by a faster run: 2 out against 4 leaves
+            # 3 to race against 4)
+            fewest = min(s.workers for s in sides)
+            below = [r for r in fewer_workers(pick, finished, len(finished)) if id(r) not in raced
+                     and (pick.workers == fewest or r.workers > fewest)][:MAX_SIDES - 2]
             if not below or time.monotonic() - started > EXTEND * seconds:
                 break
-            log.info("confirming the pick: num_workers=%d stands and is the fewest workers raced; racing the runs "
-                     "with fewer workers", pick.workers)
+            log.info("confirming the pick: num_workers=%d stands; racing the runs with fewer workers not raced yet",
+                     pick.workers)
             sides = [pick] + ([leader] if leader is not pick else []) + below
     except Exception as error:  # noqa: BLE001 - the sweep's answer stands unconfirmed, saying why
         return Confirmation(pick=chosen.result.params,
