@@ -231,12 +231,11 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
             raced.update(id(s) for s in sides)
             found = [c for c in found if all(c.rival != s.params for s in sides)] + standing.comparisons()
             pick, leader = sides[standing.pick], sides[standing.leader]
-            # Runs with fewer workers than the pick that were never raced: below it when it is the fewest raced, or
-            # between the fewest raced and the pick (the jobs' pick put out by a faster run: 2 out against 4 leaves
-            # 3 to race against 4)
-            fewest = min(s.workers for s in sides)
-            below = [r for r in fewer_workers(pick, finished, len(finished)) if id(r) not in raced
-                     and (pick.workers == fewest or r.workers > fewest)][:MAX_SIDES - 2]
+            # Runs with fewer workers than the pick that were never raced stand unless shown slower, wherever they
+            # lie: below the fewest raced (more settings than one race holds; 0 workers below 1 put out, since 1
+            # worker is often slower than 0) or between the fewest raced and the pick (the jobs' pick put out by a
+            # faster run: 2 out against 4 leaves 3 to race against 4)
+            below = [r for r in fewer_workers(pick, finished, len(finished)) if id(r) not in raced][:MAX_SIDES - 2]
             if not below or time.monotonic() - started > EXTEND * seconds:
                 break
             log.info("confirming the pick: num_workers=%d stands; racing the runs with fewer workers not raced yet",
