@@ -13,7 +13,7 @@ import pytest
 from loaderexp.data.calibration import SleepDataset
 from loaderexp.harness.stages import Stage, StageProfile
 from loaderexp.model import CeilingModel, Machine
-from loaderexp.model.knee import knee_seeds, plan
+from loaderexp.model.knee import knee_seeds, misses, plan
 from loaderexp.model.whatif import what_ifs
 from loaderexp.report.configurations import as_configurations
 from loaderexp.result import NUM_WORKERS, PIN_MEMORY, TOLERANCE, RunResult, Status
@@ -268,6 +268,19 @@ def test_a_grid_is_cut_short_only_where_the_measurements_agree_with_the_model():
     missed = {0: 1000.0, 4: 0.5 * model.predict(4)}
     assert plan(model, values, missed, TOLERANCE).measure(1, missed) and not plan(model, values, missed, TOLERANCE).trusted
     assert knee_seeds(model, values, TOLERANCE) == [4, 3, 5]
+
+
+def test_a_measurement_refutes_the_model_only_beyond_its_own_windows_spread():
+    """18% off: a miss when the windows agree (IQR 2%), not when they disagree among themselves by 38%, as a
+    noisy host's 1-worker run did; 30% off is a miss at that spread too."""
+    model = CeilingModel(profile(), Machine(cores=4, batch_size=10))
+    values = list(range(9))
+    assert misses(118.0, 100.0) and misses(118.0, 100.0, 0.02) and not misses(118.0, 100.0, 0.38)
+    assert misses(130.0, 100.0, 0.38) and not misses(109.0, 100.0)
+    off = {0: model.predict(0) / 1.18}
+    assert not plan(model, values, off, TOLERANCE).trusted
+    assert not plan(model, values, off, TOLERANCE, {0: 0.02}).trusted
+    assert plan(model, values, off, TOLERANCE, {0: 0.38}).trusted
 
 
 def test_paired_differences_cancel_a_drift_that_independent_windows_take_for_a_difference():

@@ -2,7 +2,8 @@
 whether the sweep already knows its answer: the sweep's stage profile predicts the curve, the knee and its
 neighbours are measured, and a job the model has covered (below the knee, or past it once the knee's
 neighbours confirmed the model) takes the model's figure instead, saying so (status PREDICTED).  Any
-measurement the model misses by more than 10% sends every later job back to measuring.
+measurement the model misses by more than 10% beyond half its windows' spread (:func:`loaderexp.model.knee.misses`)
+sends every later job back to measuring.
 
 A job needs only its config and its sweep folder: the grid is in the sweep's record (``sweep.json``,
 written by :mod:`loaderexp.track.sweep`), the profile and the measured runs in its folder.
@@ -94,13 +95,14 @@ def predicted_instead(spec: Config, result: RunResult, sweep_dir: Path, override
     machine = machine_of(runs[-1], profile) if runs else _unmeasured_machine(spec, result, profile)
     model = CeilingModel(profile, machine)
     measured = {r.workers: r.metrics[M.THROUGHPUT] for r in runs if M.THROUGHPUT in r.metrics}
-    decided = plan(model, values, measured, TOLERANCE)
+    decided = plan(model, values, measured, TOLERANCE, {r.workers: r.metrics.get(M.THROUGHPUT_IQR, 0.0) for r in runs})
     if decided.measure(workers, measured):
         return False
     ceiling = model.ceiling()
     result.status, result.profile = Status.PREDICTED, profile
     result.metrics = {M.PREDICTED: round(model.predict(workers), 1), M.CEILING: round(ceiling.rate, 1)}
-    agreed = (f"measured at {', '.join(map(str, sorted(measured)))}, all within 10% of the model" if measured else
+    agreed = (f"measured at {', '.join(map(str, sorted(measured)))}, all within 10% of the model (beyond half "
+              "their windows' spread)" if measured else
               "none measured yet: the knee and its neighbours will be")
     result.info.predicted = (f"bench.predict: not measured; the model predicts {model.predict(workers):,.0f} "
                              f"samples/s (knee at num_workers={decided.knee}; {agreed})")

@@ -28,6 +28,14 @@ class Plan:
         return not all(c in measured for c in self.candidates)
 
 
+def misses(predicted: float, measured: float, spread: float = 0.0, agree: float = AGREE) -> bool:
+    """Whether a measurement refutes the model: the prediction is further from it than ``agree`` plus half the
+    windows' own spread (IQR/median).  A run whose windows disagree among themselves by 38% cannot show a
+    prediction 18% off wrong (a quickstart on a noisy host did just that at 1 worker), and on a 0..16 grid one
+    such reading sent 14 predicted settings back to measuring; windows that agree keep the 10%."""
+    return measured > 0 and abs(predicted / measured - 1) > agree + max(spread, 0.0) / 2
+
+
 def neighbours(values: list[int], value: int) -> tuple[int, ...]:
     ordered = sorted(set(values))
     at = ordered.index(value)
@@ -35,10 +43,12 @@ def neighbours(values: list[int], value: int) -> tuple[int, ...]:
 
 
 def plan(model: CeilingModel, values: list[int], measured: dict[int, float], tolerance: float,
-         agree: float = AGREE) -> Plan:
-    """What the model says of a num_workers grid, given the rates measured so far (workers -> samples/s)."""
+         spreads: Optional[dict[int, float]] = None) -> Plan:
+    """What the model says of a num_workers grid, given the rates measured so far (workers -> samples/s) and their
+    windows' spreads (workers -> IQR/median; none: windows that agree)."""
     knee = model.knee(values, tolerance)
-    off = tuple(w for w, rate in sorted(measured.items()) if rate > 0 and abs(model.predict(w) / rate - 1) > agree)
+    spreads = spreads or {}
+    off = tuple(w for w, rate in sorted(measured.items()) if misses(model.predict(w), rate, spreads.get(w, 0.0)))
     return Plan(knee, neighbours(values, knee), not off, off)
 
 

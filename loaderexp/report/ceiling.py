@@ -9,12 +9,12 @@ from typing import Optional, Sequence
 
 from loaderexp.model import CeilingModel
 from loaderexp.model.ceiling import CeilingRange
+from loaderexp.model.knee import AGREE, misses
 from loaderexp.model.whatif import what_ifs
 from loaderexp.result import NUM_WORKERS, RunResult
 from loaderexp.result import metrics as M
 from loaderexp.result.ceiling import model_of
 
-DISAGREE = 0.10  # the model and a measurement further apart than this are said to disagree
 
 
 def by_profile(results: Sequence[RunResult]) -> list[list[RunResult]]:
@@ -94,8 +94,9 @@ def curve_lines(runs: Sequence[RunResult]) -> list[str]:
         workers, rate = r.params.get(NUM_WORKERS) or 0, r.metrics[M.THROUGHPUT]
         predicted = model.predict(workers)
         rows.append((workers, rate, predicted))
-        if abs(predicted / rate - 1) > DISAGREE:
-            off.append(f"num_workers={workers} (measured {rate:,.0f}, predicted {predicted:,.0f}, "
+        spread = r.metrics.get(M.THROUGHPUT_IQR, 0.0)
+        if misses(predicted, rate, spread):
+            off.append(f"num_workers={workers} (measured {rate:,.0f} +-{50 * spread:.0f}%, predicted {predicted:,.0f}, "
                        f"{100 * (predicted / rate - 1):+.0f}%)")
     if not rows:
         return []
@@ -107,7 +108,8 @@ def curve_lines(runs: Sequence[RunResult]) -> list[str]:
              "  " + "  ".join(f"{m:>8,.0f}" for _, m, _ in rows) + "  measured",
              "  " + "  ".join(f"{p:>8,.0f}" for _, _, p in rows) + "  predicted"]
     if off:
-        lines.append(f"  The model and the measurements disagree by more than {100 * DISAGREE:.0f}% at "
+        lines.append(f"  The model and the measurements disagree by more than {100 * AGREE:.0f}% beyond half the "
+                     "windows' spread (their IQR) at "
                      + "; ".join(off) + ": read the prediction there with care.")
     return lines
 
