@@ -82,6 +82,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--keep", type=Path, help="keep each sweep's folder under this one (to see why a round was slow)")
     args = parser.parse_args()
+    if args.keep is not None and args.keep.is_dir() and any(args.keep.iterdir()):
+        parser.error(f"--keep {args.keep}: already holds sweeps (a sweep refuses a folder that holds one); "
+                     "choose an empty or new folder")
     data_root = Path(os.environ.get("LOADEREXP_DATA_ROOT", REPO / "data")).resolve()
     subprocess.run([sys.executable, "-c", "import sys; from loaderexp.data.cifar import cifar10; cifar10(root=sys.argv[1])",
                     str(data_root)], cwd=REPO, check=True)  # generated once, outside every timing
