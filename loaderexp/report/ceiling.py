@@ -16,7 +16,6 @@ from loaderexp.result import metrics as M
 from loaderexp.result.ceiling import model_of
 
 
-
 def by_profile(results: Sequence[RunResult]) -> list[list[RunResult]]:
     """The finished runs grouped by the stage profile they were modelled from (their dataset, transform, batch)."""
     groups: dict[str, list[RunResult]] = {}
