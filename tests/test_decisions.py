@@ -142,16 +142,15 @@ def test_when_the_fewest_workers_raced_still_stand_the_race_goes_on_down_to_the_
     """The jobs, read one after another on a drifting host, recommend 7 workers where 2 are as fast: the first race
     (7, the fastest run 9, 6, 5, 4) leaves 4 standing, the fewest raced; so 4 races the runs below it beside that
     race's leader, and 1 worker, truly slower, is out: the pick is 2.  0 workers, never raced, race 2 last."""
-
-    true_rate = {0: 500.0, 1: 600.0, **{w: 1000.0 for w in range(2, 10)}}
+    true_rate = {0: 500.0, 1: 600.0, **{w: 1000.0 for w in range(2, 10)}, 7: 1001.0}  # 7 leads: no exact tie
     job_rate = {**true_rate, **{w: 900.0 for w in range(2, 7)}, 9: 1030.0}  # 2..6 read slow in their moment
     items = [(tmp_path / str(w), _run(w, job_rate[w])) for w in range(0, 10)]
     raced, confirmation = _confirmed(monkeypatch, items, true_rate)
     assert raced[0] == [7, 9, 6, 5, 4] and raced[1][0] == 4 and sorted(raced[1][1:]) == [1, 2, 3, 7]
     assert raced[2][0] == 2 and raced[2][-1] == 0 and len(raced) == 3
     assert confirmation.pick == {"loader.num_workers": 2}
-    # the last race's sides tie exactly, so its first side, 2, leads it: no comparison of the pick to accept
-    assert not [c for c in confirmation.comparisons if c.accepted]
+    accepted = [c for c in confirmation.comparisons if c.accepted]
+    assert [c.rival for c in accepted] == [{"loader.num_workers": 2}]
     out = next(c for c in confirmation.comparisons if c.rival == {"loader.num_workers": 1})
     assert out.difference.verdict(TOLERANCE) is Verdict.SLOWER
 
@@ -235,7 +234,6 @@ def test_a_sweeps_jobs_stop_at_fewer_windows_only_when_a_race_will_tell_its_clos
 def test_a_pick_put_out_by_a_faster_run_leaves_the_runs_between_them_to_race(monkeypatch, tmp_path):
     """The jobs pick 2 (within the tolerance of 4, the fastest, in their moment); the race puts 2, 1 and 0 out
     against 4.  3 was never raced, and fewer workers stand unless shown slower: it races 4 next, and is as fast."""
-
     true_rate = {0: 500.0, 1: 600.0, 2: 800.0, 3: 1000.0, 4: 1000.0}
     job_rate = {**true_rate, 2: 970.0, 3: 900.0}
     items = [(tmp_path / str(w), _run(w, job_rate[w])) for w in range(0, 5)]
