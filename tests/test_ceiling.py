@@ -13,7 +13,7 @@ import pytest
 from loaderexp.data.calibration import SleepDataset
 from loaderexp.harness.stages import Stage, StageProfile
 from loaderexp.model import CeilingModel, Machine
-from loaderexp.model.knee import knee_seeds, misses, plan
+from loaderexp.model.knee import knee_seeds, misses, plan, refit
 from loaderexp.model.whatif import what_ifs
 from loaderexp.report.configurations import as_configurations
 from loaderexp.result import NUM_WORKERS, PIN_MEMORY, TOLERANCE, RunResult, Status
@@ -281,6 +281,75 @@ def test_a_measurement_refutes_the_model_only_beyond_its_own_windows_spread():
     assert not plan(model, values, off, TOLERANCE).trusted
     assert not plan(model, values, off, TOLERANCE, {0: 0.02}).trusted
     assert plan(model, values, off, TOLERANCE, {0: 0.38}).trusted
+
+
+def test_bench_predict_refits_the_cores_on_the_runs_past_them_only_where_they_check_each_other():
+    """The profile's all-cores loop met a slow moment (x0.7 of what the cores do): the runs at and past the cores
+    measure the true rate, so the profile's model misses them and, unrefitted, sends every later setting back to
+    measuring.  Refitted on those runs (each predicted by the other's fit), it agrees with all of them and
+    predicts the rest of the grid at their rate; runs past the cores that disagree among themselves, a single
+    run past them, or a run below the cores the model misses leave it unrefitted."""
+    true = CeilingModel(profile(), Machine(cores=4, batch_size=10))
+    slow = CeilingModel(profile(all_cores_rate=0.7 * true.predict(16)), Machine(cores=4, batch_size=10))
+    values = list(range(9))
+    measured = {3: true.predict(3), 4: true.predict(4), 5: true.predict(5)}
+    assert not plan(slow, values, measured, TOLERANCE).trusted  # the profile's model: -30% at 4 and 5
+    refitted = refit(slow, measured)
+    assert refitted is not None and refitted.machine.all_cores_rate == pytest.approx(true.predict(4))
+    again = plan(refitted, values, measured, TOLERANCE)
+    assert again.trusted and not again.measure(8, measured)
+    assert refitted.predict(8) == pytest.approx(true.predict(8))
+    assert refit(slow, {**measured, 5: 1.3 * true.predict(5)}) is None  # the runs past the cores disagree
+    assert refit(slow, {3: true.predict(3), 4: true.predict(4)}) is None  # one run past the cores checks nothing
+    assert refit(slow, {**measured, 2: 0.7 * true.predict(2)}) is None  # a run below the cores refutes the model
+    faster = {**measured, 4: 1.2 * true.predict(4), 5: 1.2 * true.predict(5)}  # beyond what the costs allow
+    assert refit(slow, faster) is None
+
+
+def test_a_job_of_a_grid_cut_short_takes_the_refitted_models_figure_and_the_table_says_how(tmp_path):
+    """The job at 8 workers of a 0..8 grid, with runs measured at 3, 4 and 5 on a profile whose all-cores loop read
+    x0.7: predicted (not measured) at the runs' rate, the refit recorded and said, and the table's note confirms
+    the model with it; where the runs past the cores disagree, the job measures."""
+    from loaderexp.config.compose import compose, composed_spec
+    from loaderexp.execute.predict import predicted_instead
+    from loaderexp.execute.profiling import ProfileStore, profile_key
+    from loaderexp.report.forecast import prediction_note
+    from loaderexp.result.facts import HostFacts
+    from loaderexp.result.sweep_record import SweepRecord
+
+    true = CeilingModel(profile(), Machine(cores=4, batch_size=10))
+    slow = profile(all_cores_rate=0.7 * true.predict(16))
+    host = HostFacts(cpus_usable=4.0, cuda_available=False, hostname="h")
+
+    def job(sweep, rates: dict[int, float]) -> tuple[bool, RunResult]:
+        SweepRecord(jobs=[[f"loader.num_workers={w}"] for w in range(9)]).write(sweep)
+        spec = composed_spec(compose(["loader.num_workers=8", "loader.batch_size=10", "bench.predict=true"]))
+        ProfileStore(sweep).put(profile_key(spec, host), slow)
+        for w, rate in rates.items():
+            RunResult(Status.FINISHED, {NUM_WORKERS: w, "dataset.name": "x"},
+                      {M.THROUGHPUT: rate, M.THROUGHPUT_IQR: 0.02}, host=host, profile=slow).write(sweep / str(w))
+        result = RunResult(Status.RUNNING, {NUM_WORKERS: 8, "dataset.name": "x"}, host=host)
+        return predicted_instead(spec, result, sweep, ["loader.num_workers=8"], lambda: None), result
+
+    rates = {w: true.predict(w) for w in (3, 4, 5)}
+    predicted, done = job(tmp_path / "a", rates)
+    assert predicted and done.status is Status.PREDICTED
+    assert done.metrics[M.PREDICTED] == pytest.approx(true.predict(8), rel=1e-3)
+    assert done.metrics[M.MODEL_REFIT] == pytest.approx(true.predict(4), rel=1e-3)
+    assert "the model refitted on what the runs at or past the cores did together" in done.info.predicted
+    measured = [RunResult.read(p) for p in (tmp_path / "a").glob("*/result.json")]
+    by_profile = CeilingModel(slow, Machine(cores=4, batch_size=10))
+    for r in measured:  # as the jobs recorded them: by the profile's model, x0.7 at and past the cores
+        r.metrics[M.MODEL_ERROR] = by_profile.predict(r.workers) / rates[r.workers] - 1
+    note = prediction_note([*measured, done])
+    assert "refitted on what the runs at or past the cores did together" in note and "NOT confirmed" not in note
+    from loaderexp.report.ceiling import curve_lines
+    curve = curve_lines(measured, done.metrics[M.MODEL_REFIT])
+    refitted_row = next(line for line in curve if "refitted (bench.predict" in line)
+    assert [f"{rates[w]:,.0f}" for w in (3, 4, 5)] == refitted_row.split()[:3]  # it meets every measured run
+    unrefitted = RunResult(Status.PREDICTED, {NUM_WORKERS: 8, "dataset.name": "x"})
+    assert "NOT confirmed" in prediction_note([*measured, unrefitted])
+    assert not job(tmp_path / "b", {**rates, 5: 1.3 * rates[5]})[0]  # past the cores, they disagree
 
 
 def test_paired_differences_cancel_a_drift_that_independent_windows_take_for_a_difference():

@@ -3,7 +3,8 @@ whether the sweep already knows its answer: the sweep's stage profile predicts t
 neighbours are measured, and a job the model has covered (below the knee, or past it once the knee's
 neighbours confirmed the model) takes the model's figure instead, saying so (status PREDICTED).  Any
 measurement the model misses by more than 10% beyond half its windows' spread (:func:`loaderexp.model.knee.misses`)
-sends every later job back to measuring.
+sends every later job back to measuring, unless the model refitted on the runs past the cores agrees with every
+measurement (:func:`loaderexp.model.knee.refit`: the profile's short all-cores loop met a slow moment).
 
 A job needs only its config and its sweep folder: the grid is in the sweep's record (``sweep.json``,
 written by :mod:`loaderexp.track.sweep`), the profile and the measured runs in its folder.
@@ -12,14 +13,14 @@ written by :mod:`loaderexp.track.sweep`), the profile and the measured runs in i
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from loaderexp.config.schema import Config
 from loaderexp.execute.profiling import ProfileStore, profile_key
 from loaderexp.harness.stages import StageProfile
 from loaderexp.model.ceiling import CeilingModel, Machine
-from loaderexp.model.knee import plan
-from loaderexp.result import IGNORED_PARAMS, NUM_WORKERS, RESULT_FILE, TOLERANCE, RunResult, Status
+from loaderexp.model.knee import plan, refit
+from loaderexp.result import NUM_WORKERS, RESULT_FILE, TOLERANCE, RunResult, Status
 from loaderexp.result import metrics as M
 from loaderexp.result.ceiling import machine_of
 from loaderexp.result.sweep_record import SweepRecord
@@ -46,19 +47,14 @@ def grid_values(sweep_dir: Path, overrides: list[str]) -> list[int]:
     return sorted({w for w, rest in found if w is not None and rest == mine})
 
 
-def _same_but_workers(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    keys = {k for k in (*a, *b) if k != NUM_WORKERS and not k.startswith(IGNORED_PARAMS)}
-    return all(a.get(k) == b.get(k) for k in keys)
-
-
-def measured_neighbours(sweep_dir: Path, params: dict[str, Any]) -> list[RunResult]:
+def measured_neighbours(sweep_dir: Path, job: RunResult) -> list[RunResult]:
     found = []
     for path in sweep_dir.glob(f"*/{RESULT_FILE}"):
         try:
             result = RunResult.read(path)
         except (OSError, ValueError, TypeError):
             continue
-        if result.finished and result.profile and _same_but_workers(result.params, params):
+        if result.finished and result.profile and result.setting_but_workers == job.setting_but_workers:
             found.append(result)
     return found
 
@@ -84,7 +80,7 @@ def predicted_instead(spec: Config, result: RunResult, sweep_dir: Path, override
         return False
     store, key = ProfileStore(sweep_dir), profile_key(spec, result.host)
     profile = store.get(key)
-    runs = measured_neighbours(sweep_dir, result.params)
+    runs = measured_neighbours(sweep_dir, result)
     if profile is None:
         profile = profile_now() if _loader_only(spec, result) else None
         if profile is None:
@@ -95,7 +91,11 @@ def predicted_instead(spec: Config, result: RunResult, sweep_dir: Path, override
     machine = machine_of(runs[-1], profile) if runs else _unmeasured_machine(spec, result, profile)
     model = CeilingModel(profile, machine)
     measured = {r.workers: r.metrics[M.THROUGHPUT] for r in runs if M.THROUGHPUT in r.metrics}
-    decided = plan(model, values, measured, TOLERANCE, {r.workers: r.metrics.get(M.THROUGHPUT_IQR, 0.0) for r in runs})
+    spreads = {r.workers: r.metrics.get(M.THROUGHPUT_IQR, 0.0) for r in runs}
+    decided = plan(model, values, measured, TOLERANCE, spreads)
+    refitted = None if decided.trusted else refit(model, measured, spreads)
+    if refitted is not None:
+        model, decided = refitted, plan(refitted, values, measured, TOLERANCE, spreads)
     if decided.measure(workers, measured):
         return False
     ceiling = model.ceiling()
@@ -104,6 +104,12 @@ def predicted_instead(spec: Config, result: RunResult, sweep_dir: Path, override
     agreed = (f"measured at {', '.join(map(str, sorted(measured)))}, all within 10% of the model (beyond half "
               "their windows' spread)" if measured else
               "none measured yet: the knee and its neighbours will be")
+    if refitted is not None:
+        rate = refitted.machine.all_cores_rate
+        result.metrics[M.MODEL_REFIT] = round(rate, 1)
+        loop = f"{profile.all_cores_rate:,.0f}" if profile.all_cores_rate else "nothing"
+        agreed += (f"; the model refitted on what the runs at or past the cores did together ({rate:,.0f} samples/s; "
+                   f"the profile's all-cores loop read {loop}), each of them predicted by the others within that")
     result.info.predicted = (f"bench.predict: not measured; the model predicts {model.predict(workers):,.0f} "
                              f"samples/s (knee at num_workers={decided.knee}; {agreed})")
     return True

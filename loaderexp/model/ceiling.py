@@ -44,6 +44,7 @@ class Machine:
     step_s_per_batch: Optional[float] = None  # the training step, measured
     pins: bool = False  # pin_memory with an accelerator: the pin thread's time per batch counts
     cpu_s_per_sample_seen: Optional[float] = None  # the least a sweep's run with workers used (its tree, seconds)
+    all_cores_rate: Optional[float] = None  # what the cores did together in runs past them (None: the profile's loop)
 
 
 MIN_UNCERTAINTY = 0.05  # a limit from costs measured in short loops is known to about this much at best
@@ -110,13 +111,14 @@ class CeilingModel:
         self.cores = machine.cores * self.efficiency  # what the usable cores really do together: for predictions
 
     def _efficiency(self) -> float:
-        """What one worker per core really did against what the costs predict for it (at most 1): a shared
-        host, hyperthreads, the main process waiting for a core to hand out work; the lighter pipeline's own
-        when it was measured without a stage."""
+        """What one worker per core really did (the profile's loop, or runs refitted on) against what the costs
+        predict for it (at most 1): a shared host, hyperthreads, the main process waiting for a core; the
+        lighter pipeline's own when it was measured without a stage."""
         p = self.profile
         if self.left_out and self.lighter is None:  # modelled without the stage: the whole pipeline's factor kept
             return CeilingModel(p, self.machine).efficiency
-        seen = self.lighter.all_cores_rate if self.lighter is not None else p.all_cores_rate
+        seen = self.lighter.all_cores_rate if self.lighter is not None else (self.machine.all_cores_rate
+                                                                             or p.all_cores_rate)
         if not seen or p.cores < 2:
             return 1.0
         batch = max(p.batch_size, 1)
@@ -145,7 +147,7 @@ class CeilingModel:
                        f"{m.cores:g} usable cores / {1000 * cpu_per_sample:.3f} ms CPU per sample ({basis})",
                        "more cores, or less CPU per sample" + (f": the costliest stage is {costliest}" if costliest
                                                                else ""))]
-        main_s = self.receive_s + (self._pin_s() if m.pins else 0.0)
+        main_s = self.receive_s + ((self.profile.pin_s_per_batch or 0.0) if m.pins else 0.0)
         found.append(Limit("main process", m.ranks * batch / main_s if main_s > 0 else None,
                            f"batch {batch} / {1000 * main_s:.3f} ms the main process spends receiving each batch"
                            + (f", x {m.ranks} ranks" if m.ranks > 1 else ""),
@@ -168,9 +170,6 @@ class CeilingModel:
         """A run of the sweep used less CPU per sample than the profile's loops read: the profile met a slower
         moment (or counted what a run does not pay), and no run can beat the cores over its own cost."""
         return self.seen_cpu_s is not None and self.seen_cpu_s < self.cpu_per_sample()
-
-    def _pin_s(self) -> float:
-        return self.profile.pin_s_per_batch or 0.0
 
     def _storage(self) -> Limit:
         m = self.machine
@@ -271,7 +270,7 @@ class CeilingModel:
         """What the main process does per batch, one thing after another."""
         m = self.machine
         copy = self.profile.sample_bytes * m.batch_size / (m.copy_gb_per_s * 1e9) if m.copy_gb_per_s else 0.0
-        pin = self._pin_s() if m.pins else 0.0
+        pin = (self.profile.pin_s_per_batch or 0.0) if m.pins else 0.0
         receive = self.receive_s if workers > 0 else 0.0
         return receive + pin + copy + (m.step_s_per_batch or 0.0)
 

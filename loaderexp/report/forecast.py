@@ -1,19 +1,39 @@
-"""Memory for the settings a sweep predicted instead of measuring (``bench.predict``): each is forecast from the
-measured runs of its group (the same settings but ``num_workers``), marked as a forecast, and warned about when
-it would not fit in the memory the job may use."""
+"""The settings a sweep predicted instead of measuring (``bench.predict``): whether its measured runs confirm
+the model the figures came from, and their memory, each forecast from the measured runs of its group (the same
+settings but ``num_workers``), marked as a forecast, and warned about when it would not fit in the memory the job
+may use."""
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from loaderexp.model.knee import misses
 from loaderexp.model.memory import MemoryForecast, forecast
-from loaderexp.result import IGNORED_PARAMS, NUM_WORKERS, RunResult, Status
+from loaderexp.result import RunResult, Status
 from loaderexp.result import metrics as M
+from loaderexp.result.ceiling import refitted_error
 
 
-def _group(result: RunResult) -> tuple:
-    return tuple(sorted((k, str(v)) for k, v in result.params.items()
-                        if k != NUM_WORKERS and not k.startswith(IGNORED_PARAMS)))
+def prediction_note(results: Sequence[RunResult]) -> str:
+    """Whether every measured run agrees with the model the predicted figures came from: the profile's, or the one
+    refitted on the runs past the cores (``bench.predict``'s refit, as its jobs recorded it)."""
+    refits = {r.setting_but_workers: r.metrics[M.MODEL_REFIT] for r in results
+              if r.status is Status.PREDICTED and r.metrics.get(M.MODEL_REFIT)}
+    missed = {}
+    for r in results:
+        refit = refits.get(r.setting_but_workers)
+        error = (refitted_error(r, refit) if refit else r.metrics.get(M.MODEL_ERROR)) if r.finished else None
+        if error is not None and misses(1 + error, 1.0, r.metrics.get(M.THROUGHPUT_IQR, 0.0)):
+            missed[r.workers] = error
+    refitted = (", its one fitted factor refitted on what the runs at or past the cores did together ("
+                + ", ".join(f"{rate:,.0f}" for rate in sorted(set(refits.values())))
+                + " samples/s) where the profile's short all-cores loop disagreed with them" if refits else "")
+    return "PREDICTED: bench.predict took the model's figure (in parentheses) instead of measuring: " + (
+        f"the measured runs agree with the model{refitted} within 10% (beyond half their windows' spread)"
+        if not missed else
+        "NOT confirmed: the model missed the runs measured after them by " + ", ".join(
+            f"{100 * e:+.0f}% at num_workers={w}" for w, e in sorted(missed.items()))
+        + "; measure those settings (bench.predict=false) before relying on their figures")
 
 
 def memory_forecasts(results: Sequence[RunResult]) -> dict[int, MemoryForecast]:
@@ -21,11 +41,11 @@ def memory_forecasts(results: Sequence[RunResult]) -> dict[int, MemoryForecast]:
     measured: dict[tuple, dict[int, float]] = {}
     for r in results:
         if r.finished and r.metrics.get(M.PSS):
-            measured.setdefault(_group(r), {})[r.workers] = r.metrics[M.PSS]
+            measured.setdefault(r.setting_but_workers, {})[r.workers] = r.metrics[M.PSS]
     found = {}
     for r in results:
         if r.status is Status.PREDICTED:
-            made = forecast(measured.get(_group(r), {}), r.workers)
+            made = forecast(measured.get(r.setting_but_workers, {}), r.workers)
             if made is not None:
                 found[id(r)] = made
     return found

@@ -13,8 +13,7 @@ from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Confirmation, RaceVerdicts, confirmed_pick, names
 from loaderexp.report.hosts import by_host_type, overlaps
 from loaderexp.report.params import short_key, varying_params
-from loaderexp.model.knee import misses
-from loaderexp.report.forecast import forecast_notes
+from loaderexp.report.forecast import forecast_notes, prediction_note
 from loaderexp.report.recommend import recommend
 from loaderexp.result import NUM_WORKERS, TOLERANCE, RunResult, Status, param_text
 from loaderexp.result import metrics as M
@@ -214,15 +213,7 @@ def _notes(items: Sequence[tuple[Path, RunResult]], ranked: bool) -> list[str]:
     if results and not any(r.metrics.get(M.H2D_MEASURED) for r in results):
         notes.append("n/m: " + str(results[0].info.h2d or "host-to-device copy not measured"))
     if any(r.status is Status.PREDICTED for r in results):
-        missed = {r.workers: r.metrics[M.MODEL_ERROR] for r in results
-                  if r.finished and misses(1 + r.metrics.get(M.MODEL_ERROR, 0.0), 1.0,
-                                           r.metrics.get(M.THROUGHPUT_IQR, 0.0))}
-        notes.append("PREDICTED: bench.predict took the model's figure (in parentheses) instead of measuring: " + (
-            "the measured runs around the predicted knee agree with the model within 10% (beyond half their windows' "
-            "spread)" if not missed else
-            "NOT confirmed: the model missed the runs measured after them by " + ", ".join(
-                f"{100 * e:+.0f}% at num_workers={w}" for w, e in sorted(missed.items()))
-            + "; measure those settings (bench.predict=false) before relying on their figures"))
+        notes.append(prediction_note(results))
         available = [r.metrics[M.AVAILABLE] for r in results if r.finished and r.metrics.get(M.AVAILABLE)]
         notes += forecast_notes(results, min(available) if available else None)
     for folder, r in items:

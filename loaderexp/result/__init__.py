@@ -117,6 +117,12 @@ class RunResult:
         return self.params.get(NUM_WORKERS) or 0
 
     @property
+    def setting_but_workers(self) -> tuple:
+        """The run's setting but num_workers (and what changes no speed): its group in a num_workers grid."""
+        return tuple(sorted((k, str(v)) for k, v in self.params.items()
+                            if k != NUM_WORKERS and v is not None and not k.startswith(IGNORED_PARAMS)))
+
+    @property
     def ranks(self) -> int:
         return self.params.get(RANKS) or 1
 

@@ -48,6 +48,15 @@ def model_of(result: RunResult, alongside: Sequence[RunResult] = ()) -> Optional
     return CeilingModel(profile, machine_of(result, profile, alongside))
 
 
+def refitted_error(result: RunResult, all_cores_rate: float) -> Optional[float]:
+    """predicted / measured - 1 for a measured run, by the model refitted on what the cores did together in the
+    sweep's runs past them (``bench.predict``'s refit), not the profile's loop its ``model_error_rel`` used."""
+    model, rate = model_of(result), result.metrics.get(M.THROUGHPUT)
+    if model is None or not rate:
+        return None
+    return model.with_machine(all_cores_rate=all_cores_rate).predict(result.workers) / rate - 1
+
+
 THIS_RUN = "this run"  # how a failure names the run itself, not the profile's loops it shares with other jobs
 
 

@@ -135,6 +135,8 @@ CEILING_LOW = metric("ceiling_low_samples_per_s", "samples/s", Combine.NONE,
 CEILING_FRACTION = metric("ceiling_fraction", "ratio", Combine.NONE, "throughput / the ceiling (at most 1)")
 PREDICTED = metric("predicted_samples_per_s", "samples/s", Combine.NONE, "the model's throughput at this setting")
 MODEL_ERROR = metric("model_error_rel", "ratio", Combine.NONE, "predicted / measured - 1")
+MODEL_REFIT = metric("model_refit_all_cores_samples_per_s", "samples/s", Combine.NONE,
+                     "bench.predict: what the runs at or past the cores did together, the model refitted on it")
 # A node's ranks together.
 SLOWEST_RANK = metric("throughput_slowest_rank_samples_per_s", "samples/s", NODE, "the slowest rank's rate")
 SYNCHRONOUS = metric("throughput_synchronous_samples_per_s", "samples/s", NODE,
