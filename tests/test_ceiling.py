@@ -302,8 +302,13 @@ def test_bench_predict_refits_the_cores_on_the_runs_past_them_only_where_they_ch
     assert refit(slow, {**measured, 5: 1.3 * true.predict(5)}) is None  # the runs past the cores disagree
     assert refit(slow, {3: true.predict(3), 4: true.predict(4)}) is None  # one run past the cores checks nothing
     assert refit(slow, {**measured, 2: 0.7 * true.predict(2)}) is None  # a run below the cores refutes the model
-    faster = {**measured, 4: 1.2 * true.predict(4), 5: 1.2 * true.predict(5)}  # beyond what the costs allow
-    assert refit(slow, faster) is None
+    # Runs past the cores faster than the profile's CPU costs allow (they too were read in a slower moment): the
+    # refitted curve is flat at their rate, not capped at the costs' bound (a 0..16 grid: 5% under, not on them);
+    # faster than 4 workers at one worker's time each, they refute the rising part too.
+    faster = refit(slow, {**measured, 4: 1.04 * true.predict(4), 5: 1.04 * true.predict(5)})
+    assert faster is not None and faster.predict(8) == pytest.approx(1.04 * true.predict(8))
+    assert faster.predict(3) == pytest.approx(true.predict(3))  # below the cores: W samples per worker's time
+    assert refit(slow, {**measured, 4: 1.2 * true.predict(4), 5: 1.2 * true.predict(5)}) is None
 
 
 def test_a_job_of_a_grid_cut_short_takes_the_refitted_models_figure_and_the_table_says_how(tmp_path):

@@ -111,17 +111,17 @@ class CeilingModel:
         self.cores = machine.cores * self.efficiency  # what the usable cores really do together: for predictions
 
     def _efficiency(self) -> float:
-        """What one worker per core really did (the profile's loop, or runs refitted on) against what the costs
-        predict for it (at most 1): a shared host, hyperthreads, the main process waiting for a core; the
-        lighter pipeline's own when it was measured without a stage."""
-        p = self.profile
+        """What one worker per core really did against what the costs predict for it (at most 1): a shared host,
+        hyperthreads, the main process waiting for a core; the lighter pipeline's own when it was measured without
+        a stage.  Refitted on runs (``Machine.all_cores_rate``), it is what puts the curve's CPU bound at their rate."""
+        p, batch = self.profile, max(self.profile.batch_size, 1)
         if self.left_out and self.lighter is None:  # modelled without the stage: the whole pipeline's factor kept
             return CeilingModel(p, self.machine).efficiency
-        seen = self.lighter.all_cores_rate if self.lighter is not None else (self.machine.all_cores_rate
-                                                                             or p.all_cores_rate)
+        if self.lighter is None and self.machine.all_cores_rate:  # may pass 1: the costs were read in a slower moment
+            return self.machine.all_cores_rate * (self.worker_cpu_s + self.receive_s / batch) / self.machine.cores
+        seen = self.lighter.all_cores_rate if self.lighter is not None else p.all_cores_rate
         if not seen or p.cores < 2:
             return 1.0
-        batch = max(p.batch_size, 1)
         predicted = min(p.cores / self.worker_wall_s, p.cores / (self.worker_cpu_s + self.receive_s / batch),
                         batch / self.receive_s if self.receive_s else float("inf"))
         return min(seen / predicted, 1.0)
