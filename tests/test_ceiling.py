@@ -347,7 +347,7 @@ def test_a_job_of_a_grid_cut_short_takes_the_refitted_models_figure_and_the_tabl
     for r in measured:  # as the jobs recorded them: by the profile's model, x0.7 at and past the cores
         r.metrics[M.MODEL_ERROR] = by_profile.predict(r.workers) / rates[r.workers] - 1
     note = prediction_note([*measured, done])
-    assert "refitted on what the runs at or past the cores did together" in note and "NOT confirmed" not in note
+    assert "what the cores do together, refitted on the runs at or past the cores" in note and "NOT confirmed" not in note
     from loaderexp.report.ceiling import curve_lines
     curve = curve_lines(measured, done.metrics[M.MODEL_REFIT])
     refitted_row = next(line for line in curve if "refitted (bench.predict" in line)

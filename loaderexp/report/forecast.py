@@ -25,11 +25,11 @@ def prediction_note(results: Sequence[RunResult]) -> str:
         error = (refitted_error(r, refit) if refit else r.metrics.get(M.MODEL_ERROR)) if r.finished else None
         if error is not None and misses(1 + error, 1.0, r.metrics.get(M.THROUGHPUT_IQR, 0.0)):
             missed[r.workers] = error
-    refitted = (", its one fitted factor refitted on what the runs at or past the cores did together ("
-                + ", ".join(f"{rate:,.0f}" for rate in sorted(set(refits.values())))
-                + " samples/s) where the profile's short all-cores loop disagreed with them" if refits else "")
+    refitted = ("; the model's one fitted factor, what the cores do together, refitted on the runs at or past the "
+                "cores (" + ", ".join(f"{rate:,.0f}" for rate in sorted(set(refits.values())))
+                + " samples/s), since the profile's short all-cores loop disagreed with them" if refits else "")
     return "PREDICTED: bench.predict took the model's figure (in parentheses) instead of measuring: " + (
-        f"the measured runs agree with the model{refitted} within 10% (beyond half their windows' spread)"
+        f"the measured runs agree with the model within 10% (beyond half their windows' spread){refitted}"
         if not missed else
         "NOT confirmed: the model missed the runs measured after them by " + ", ".join(
             f"{100 * e:+.0f}% at num_workers={w}" for w, e in sorted(missed.items()))
