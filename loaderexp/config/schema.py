@@ -130,7 +130,7 @@ class BenchConfig:
     host_wait_s: float = bounded(3600.0, ge=0)
     # the profiling pass (stage costs, the ceiling model): about this long, once per dataset, transform and batch size
     profile_s: float = bounded(2.0, ge=0)
-    predict: bool = False  # a num_workers grid: measure the predicted knee and its neighbours, predict the rest
+    predict: bool = False  # a num_workers grid: measure the predicted knee, its neighbours and 1 worker, predict the rest
     # at a sweep's end, the pick races its rivals side by side about this long (less once decided, 3x if not; 0: off)
     confirm_s: float = bounded(15.0, ge=0)
 

@@ -1,6 +1,6 @@
 """``bench.predict=true``: a num_workers grid cut short.  Each job of the grid asks, before it measures,
-whether the sweep already knows its answer: the sweep's stage profile predicts the curve, the knee and its
-neighbours are measured, and a job the model has covered (below the knee, or past it once the knee's
+whether the sweep already knows its answer: the sweep's stage profile predicts the curve, the knee, its
+neighbours and the fewest workers are measured, and a job the model has covered (below the knee, or past it once the knee's
 neighbours confirmed the model) takes the model's figure instead, saying so (status PREDICTED).  Any
 measurement the model misses by more than 10% beyond half its windows' spread (:func:`loaderexp.model.knee.misses`)
 sends every later job back to measuring, unless the model refitted on the runs past the cores agrees with every
@@ -70,6 +70,21 @@ def _unmeasured_machine(spec: Config, result: RunResult, profile: StageProfile) 
                    batch_size=spec.loader.batch_size or profile.batch_size, ranks=spec.dist.nproc_per_node)
 
 
+def refit_metrics(refitted: CeilingModel) -> dict[str, float]:
+    m = refitted.machine
+    return {M.MODEL_REFIT: round(m.all_cores_rate, 1)} if m.all_cores_rate else {M.MODEL_SCALE: round(m.moment, 4)}
+
+
+def refit_text(refitted: CeilingModel, profile: StageProfile) -> str:
+    m = refitted.machine
+    if m.all_cores_rate:
+        loop = f"{profile.all_cores_rate:,.0f}" if profile.all_cores_rate else "nothing"
+        return (f"the model refitted on what the runs at or past the cores did together ({m.all_cores_rate:,.0f} "
+                f"samples/s; the profile's all-cores loop read {loop}), each of them predicted by the others within that")
+    return (f"the model scaled by the runs' rates over its own, x{m.moment:.2f} (the profile's loops met another moment "
+            "of the host), each run predicted by the scale of the others within that")
+
+
 def predicted_instead(spec: Config, result: RunResult, sweep_dir: Path, overrides: list[str],
                       profile_now: Callable[[], Optional[StageProfile]]) -> bool:
     """Fill ``result`` with the model's figure and return True when this job need not be measured.  Without
@@ -103,13 +118,10 @@ def predicted_instead(spec: Config, result: RunResult, sweep_dir: Path, override
     result.metrics = {M.PREDICTED: round(model.predict(workers), 1), M.CEILING: round(ceiling.rate, 1)}
     agreed = (f"measured at {', '.join(map(str, sorted(measured)))}, all within 10% of the model (beyond half "
               "their windows' spread)" if measured else
-              "none measured yet: the knee and its neighbours will be")
+              "none measured yet: the knee, its neighbours and the fewest workers will be")
     if refitted is not None:
-        rate = refitted.machine.all_cores_rate
-        result.metrics[M.MODEL_REFIT] = round(rate, 1)
-        loop = f"{profile.all_cores_rate:,.0f}" if profile.all_cores_rate else "nothing"
-        agreed += (f"; the model refitted on what the runs at or past the cores did together ({rate:,.0f} samples/s; "
-                   f"the profile's all-cores loop read {loop}), each of them predicted by the others within that")
+        result.metrics.update(refit_metrics(refitted))
+        agreed += "; " + refit_text(refitted, profile)
     result.info.predicted = (f"bench.predict: not measured; the model predicts {model.predict(workers):,.0f} "
                              f"samples/s (knee at num_workers={decided.knee}; {agreed})")
     return True

@@ -45,6 +45,7 @@ class Machine:
     pins: bool = False  # pin_memory with an accelerator: the pin thread's time per batch counts
     cpu_s_per_sample_seen: Optional[float] = None  # the least a sweep's run with workers used (its tree, seconds)
     all_cores_rate: Optional[float] = None  # what the cores did together in runs past them (None: the profile's loop)
+    moment: float = 1.0  # the runs' rates over the profile's at every setting (its costs read in another moment)
 
 
 MIN_UNCERTAINTY = 0.05  # a limit from costs measured in short loops is known to about this much at best
@@ -287,11 +288,11 @@ class CeilingModel:
         if workers <= 0:  # one process does everything in turn: no batch passes between processes
             per_rank = 1.0 / (self.single_wall_s + serial / batch)
             storage = [limit.rate for limit in self.limits() if limit.name == "storage" and limit.rate and limit.applies]
-            return min([m.ranks * per_rank, self.cores / self.single_cpu_s, *storage])
+            return m.moment * min([m.ranks * per_rank, self.cores / self.single_cpu_s, *storage])
         bounds = [m.ranks * workers / self.worker_wall_s, *self._bounds_with_workers()]
         if serial > 0:
             bounds.append(m.ranks * batch / serial)
-        return min(bounds)
+        return m.moment * min(bounds)
 
     def knee(self, values: list[int], tolerance: float) -> int:
         """The fewest workers among ``values`` predicted within ``tolerance`` of the best of them."""

@@ -16,7 +16,7 @@ AGREE = 0.10  # a measurement this close to the prediction confirms the model
 @dataclass(frozen=True)
 class Plan:
     knee: int
-    candidates: tuple[int, ...]  # the knee and its neighbours in the grid: always measured
+    candidates: tuple[int, ...]  # the knee, its neighbours and the fewest workers in the grid: always measured
     trusted: bool  # every measurement so far agrees with the model
     disagreeing: tuple[int, ...]  # worker counts whose measurement the model missed
 
@@ -51,30 +51,37 @@ def plan(model: CeilingModel, values: list[int], measured: dict[int, float], tol
     knee = model.knee(values, tolerance)
     spreads = spreads or {}
     off = tuple(w for w, rate in sorted(measured.items()) if misses(model.predict(w), rate, spreads.get(w, 0.0)))
-    return Plan(knee, neighbours(values, knee), not off, off)
+    # The fewest workers of the grid too: it checks the curve's rising part (a sample per worker's time), which the
+    # knee's neighbours near the plateau cannot.  A profile read beside two burning cores put one worker at half its
+    # rate and the knee at 4; 3, 4 and 5 agreed with the plateau, and 1 and 2 were predicted, not measured: the
+    # sweep picked 3 where 2 did as well.
+    slope = min((v for v in values if v > 0), default=knee)
+    return Plan(knee, tuple(sorted({slope, *neighbours(values, knee)})), not off, off)
 
 
 def refit(model: CeilingModel, measured: dict[int, float], spreads: Optional[dict[int, float]] = None
           ) -> Optional[CeilingModel]:
-    """The model with its one fitted factor, what the usable cores do together, taken from the measured runs at or
-    past the cores (their median) instead of the profile's loop of about 0.4 s, which a slow moment of the host
-    reads low (x0.80 once: every setting past the knee predicted 20-26% low, so a 0..16 grid measured 16 of 17).
-    Only when checked: each of those runs is predicted from the others' fit (two runs at least), and every other
-    measured run agrees with the refitted model, all by :func:`misses`; else None."""
+    """The model refitted on the measured runs where the profile's short loops met another moment of the host, or
+    None: first its one fitted factor, what the usable cores do together, from the runs at or past the cores
+    (their median) instead of the profile's all-cores loop of about 0.4 s (x0.80 once: every setting past the knee
+    predicted 20-26% low, so a 0..16 grid measured 16 of 17); else, when the whole profile met it (beside two
+    burning cores every figure read x0.65-0.72), one scale for every predicted rate, from the runs' median ratio.
+    Only when checked: each run the fit rests on is predicted by the fit on the others (two runs at least past the
+    cores; three for the scale) and every measured run agrees with the refitted model, all by :func:`misses`."""
     spreads, m = spreads or {}, model.machine
     past = sorted(w for w in measured if w * m.ranks >= m.cores)
-    if len(past) < 2:
-        return None
-
-    def fitted(on: list[int]) -> CeilingModel:
-        return model.with_machine(all_cores_rate=statistics.median(measured[w] for w in on))
-
-    if any(misses(fitted([o for o in past if o != w]).predict(w), measured[w], spreads.get(w, 0.0)) for w in past):
-        return None
-    refitted = fitted(past)
-    if any(misses(refitted.predict(w), rate, spreads.get(w, 0.0)) for w, rate in measured.items()):
-        return None
-    return refitted
+    ratios = {w: rate / model.predict(w) for w, rate in measured.items()}
+    tries = [(past, lambda on: model.with_machine(all_cores_rate=statistics.median(measured[w] for w in on))),
+             (sorted(measured) if len(measured) >= 3 else [],
+              lambda on: model.with_machine(moment=statistics.median(ratios[w] for w in on)))]
+    for on, fitted in tries:
+        if len(on) < 2 or any(misses(fitted([o for o in on if o != w]).predict(w), measured[w], spreads.get(w, 0.0))
+                              for w in on):
+            continue
+        refitted = fitted(on)
+        if not any(misses(refitted.predict(w), rate, spreads.get(w, 0.0)) for w, rate in measured.items()):
+            return refitted
+    return None
 
 
 def knee_seeds(model: Optional[CeilingModel], values: list[int], tolerance: float) -> list[int]:

@@ -13,7 +13,7 @@ from loaderexp.model.knee import AGREE, misses
 from loaderexp.model.whatif import what_ifs
 from loaderexp.result import NUM_WORKERS, RunResult, Status
 from loaderexp.result import metrics as M
-from loaderexp.result.ceiling import model_of
+from loaderexp.result.ceiling import model_of, refit_of
 
 
 def by_profile(results: Sequence[RunResult]) -> list[list[RunResult]]:
@@ -83,9 +83,9 @@ def limit_lines(model: CeilingModel, runs: Sequence[RunResult] = ()) -> list[str
     return lines
 
 
-def curve_lines(runs: Sequence[RunResult], refit: Optional[float] = None) -> list[str]:
-    """Predicted against measured, per run; the disagreements said; with ``refit`` (what bench.predict refitted the
-    model on), the refitted model's row too."""
+def curve_lines(runs: Sequence[RunResult], refit: Optional[dict[str, float]] = None) -> list[str]:
+    """Predicted against measured, per run; the disagreements said; with ``refit`` (bench.predict's, as
+    :func:`loaderexp.result.ceiling.refit_of` reads it), the refitted model's row too."""
     rows, off = [], []
     for r in sorted(runs, key=lambda r: (r.params.get(NUM_WORKERS) or 0)):
         model = model_of(r)
@@ -108,9 +108,10 @@ def curve_lines(runs: Sequence[RunResult], refit: Optional[float] = None) -> lis
              "  " + "  ".join(f"{m:>8,.0f}" for _, m, _ in rows) + "  measured",
              "  " + "  ".join(f"{p:>8,.0f}" for _, _, p in rows) + "  predicted"]
     if refit and model is not None:
-        again = model.with_machine(all_cores_rate=refit)
+        again = model.with_machine(**refit)
         lines.append("  " + "  ".join(f"{again.predict(w):>8,.0f}" for w, _, _ in rows) + "  refitted (bench.predict: "
-                     f"the cores at what the runs past them did together, {refit:,.0f} samples/s)")
+                     + (f"the cores at what the runs past them did together, {refit['all_cores_rate']:,.0f} samples/s)"
+                        if "all_cores_rate" in refit else f"every rate x{refit['moment']:.2f}, the runs' own over it)"))
     if off:
         lines.append(f"  The model and the measurements disagree by more than {100 * AGREE:.0f}% beyond half the "
                      "windows' spread (their IQR) at "
@@ -138,8 +139,8 @@ def ceiling_sections(results: Sequence[RunResult], pick: Optional[RunResult] = N
         lines = stage_table(runs)
         if model is not None:
             values = sorted({r.params.get(NUM_WORKERS) or 0 for r in runs})
-            refit = next((r.metrics[M.MODEL_REFIT] for r in results if r.status is Status.PREDICTED
-                          and r.metrics.get(M.MODEL_REFIT) and r.profile == here.profile), None)
+            refit = next((refit_of(r) for r in results if r.status is Status.PREDICTED and refit_of(r)
+                          and r.profile == here.profile), None)
             lines += limit_lines(model, runs) + curve_lines(runs, refit)
             measured = here.metrics.get(M.THROUGHPUT) if here.finished else None
             lines += what_if_lines(model, here.params.get(NUM_WORKERS) or 0, values, measured)

@@ -48,13 +48,20 @@ def model_of(result: RunResult, alongside: Sequence[RunResult] = ()) -> Optional
     return CeilingModel(profile, machine_of(result, profile, alongside))
 
 
-def refitted_error(result: RunResult, all_cores_rate: float) -> Optional[float]:
-    """predicted / measured - 1 for a measured run, by the model refitted on what the cores did together in the
-    sweep's runs past them (``bench.predict``'s refit), not the profile's loop its ``model_error_rel`` used."""
+def refit_of(result: RunResult) -> dict[str, float]:
+    """The Machine changes ``bench.predict``'s refit recorded on a predicted run (none: the profile's model)."""
+    m = result.metrics
+    return ({"all_cores_rate": m[M.MODEL_REFIT]} if m.get(M.MODEL_REFIT) else
+            {"moment": m[M.MODEL_SCALE]} if m.get(M.MODEL_SCALE) else {})
+
+
+def refitted_error(result: RunResult, refit: dict[str, float]) -> Optional[float]:
+    """predicted / measured - 1 for a measured run, by the model ``bench.predict`` refitted on the sweep's runs
+    (:func:`refit_of`), not the profile's alone, which its ``model_error_rel`` used."""
     model, rate = model_of(result), result.metrics.get(M.THROUGHPUT)
     if model is None or not rate:
         return None
-    return model.with_machine(all_cores_rate=all_cores_rate).predict(result.workers) / rate - 1
+    return model.with_machine(**refit).predict(result.workers) / rate - 1
 
 
 THIS_RUN = "this run"  # how a failure names the run itself, not the profile's loops it shares with other jobs
