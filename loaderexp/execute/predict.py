@@ -1,10 +1,10 @@
 """``bench.predict=true``: a num_workers grid cut short.  Each job of the grid asks, before it measures,
 whether the sweep already knows its answer: the sweep's stage profile predicts the curve, the knee, its
-neighbours and the fewest workers are measured, and a job the model has covered (below the knee, or past it once the knee's
-neighbours confirmed the model) takes the model's figure instead, saying so (status PREDICTED).  Any
+neighbours and the fewest workers are measured, and a job the model has covered (below the knee, or past it
+once those confirmed the model) takes the model's figure instead, saying so (status PREDICTED).  Any
 measurement the model misses by more than 10% beyond half its windows' spread (:func:`loaderexp.model.knee.misses`)
-sends every later job back to measuring, unless the model refitted on the runs past the cores agrees with every
-measurement (:func:`loaderexp.model.knee.refit`: the profile's short all-cores loop met a slow moment).
+sends every later job back to measuring, unless the model refitted on the runs agrees with every measurement
+(:func:`loaderexp.model.knee.refit`: the profile's short loops met another moment of the host).
 
 A job needs only its config and its sweep folder: the grid is in the sweep's record (``sweep.json``,
 written by :mod:`loaderexp.track.sweep`), the profile and the measured runs in its folder.
@@ -80,9 +80,10 @@ def refit_text(refitted: CeilingModel, profile: StageProfile) -> str:
     if m.all_cores_rate:
         loop = f"{profile.all_cores_rate:,.0f}" if profile.all_cores_rate else "nothing"
         return (f"the model refitted on what the runs at or past the cores did together ({m.all_cores_rate:,.0f} "
-                f"samples/s; the profile's all-cores loop read {loop}), each of them predicted by the others within that")
-    return (f"the model scaled by the runs' rates over its own, x{m.moment:.2f} (the profile's loops met another moment "
-            "of the host), each run predicted by the scale of the others within that")
+                f"samples/s; the profile's all-cores loop read {loop}), each of them predicted by the others "
+                "within that")
+    return (f"the model scaled by the runs' rates over its own, x{m.moment:.2f} (the profile's loops met another "
+            "moment of the host), each run predicted by the scale of the others within that")
 
 
 def predicted_instead(spec: Config, result: RunResult, sweep_dir: Path, overrides: list[str],

@@ -1,6 +1,6 @@
-"""The knee of the curve, and the grid cut short at it (``bench.predict``): measure the predicted knee and its
-neighbours, predict the rest, and measure on where a measurement disagrees with the model (unless the model,
-refitted on the runs past the cores, agrees with them all: :func:`refit`)."""
+"""The knee of the curve, and the grid cut short at it (``bench.predict``): measure the predicted knee, its
+neighbours and the fewest workers, predict the rest, and measure on where a measurement disagrees with the model
+(unless the model, refitted on the runs, agrees with them all: :func:`refit`)."""
 
 from __future__ import annotations
 
