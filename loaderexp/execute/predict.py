@@ -22,7 +22,7 @@ from loaderexp.model.ceiling import CeilingModel, Machine
 from loaderexp.model.knee import plan, refit
 from loaderexp.result import NUM_WORKERS, RESULT_FILE, TOLERANCE, RunResult, Status
 from loaderexp.result import metrics as M
-from loaderexp.result.ceiling import machine_of
+from loaderexp.result.ceiling import machine_of, refit_metrics
 from loaderexp.result.sweep_record import SweepRecord
 
 
@@ -68,11 +68,6 @@ def _unmeasured_machine(spec: Config, result: RunResult, profile: StageProfile) 
     """The machine as the model sees it before any run of the group was measured."""
     return Machine(cores=float(result.host.cpus_usable or profile.cores),
                    batch_size=spec.loader.batch_size or profile.batch_size, ranks=spec.dist.nproc_per_node)
-
-
-def refit_metrics(refitted: CeilingModel) -> dict[str, float]:
-    m = refitted.machine
-    return {M.MODEL_REFIT: round(m.all_cores_rate, 1)} if m.all_cores_rate else {M.MODEL_SCALE: round(m.moment, 4)}
 
 
 def refit_text(refitted: CeilingModel, profile: StageProfile) -> str:
@@ -121,7 +116,7 @@ def predicted_instead(spec: Config, result: RunResult, sweep_dir: Path, override
               "their windows' spread)" if measured else
               "none measured yet: the knee, its neighbours and the fewest workers will be")
     if refitted is not None:
-        result.metrics.update(refit_metrics(refitted))
+        result.metrics.update(refit_metrics(refitted.machine))
         agreed += "; " + refit_text(refitted, profile)
     result.info.predicted = (f"bench.predict: not measured; the model predicts {model.predict(workers):,.0f} "
                              f"samples/s (knee at num_workers={decided.knee}; {agreed})")

@@ -83,6 +83,13 @@ def limit_lines(model: CeilingModel, runs: Sequence[RunResult] = ()) -> list[str
     return lines
 
 
+def refit_words(all_cores_rate: Optional[float] = None, moment: Optional[float] = None) -> str:
+    """A refit as a predicted run recorded it (:func:`loaderexp.result.ceiling.refit_of`), in words."""
+    if all_cores_rate:
+        return f"what the cores do together taken from the runs at or past the cores ({all_cores_rate:,.0f} samples/s)"
+    return f"every rate scaled by the runs' own over the profile's (x{moment:.2f})"
+
+
 def curve_lines(runs: Sequence[RunResult], refit: Optional[dict[str, float]] = None) -> list[str]:
     """Predicted against measured, per run; the disagreements said; with ``refit`` (bench.predict's, as
     :func:`loaderexp.result.ceiling.refit_of` reads it), the refitted model's row too."""
@@ -109,9 +116,8 @@ def curve_lines(runs: Sequence[RunResult], refit: Optional[dict[str, float]] = N
              "  " + "  ".join(f"{p:>8,.0f}" for _, _, p in rows) + "  predicted"]
     if refit and model is not None:
         again = model.with_machine(**refit)
-        lines.append("  " + "  ".join(f"{again.predict(w):>8,.0f}" for w, _, _ in rows) + "  refitted (bench.predict: "
-                     + (f"the cores at what the runs past them did together, {refit['all_cores_rate']:,.0f} samples/s)"
-                        if "all_cores_rate" in refit else f"every rate x{refit['moment']:.2f}, the runs' own over it)"))
+        lines.append("  " + "  ".join(f"{again.predict(w):>8,.0f}" for w, _, _ in rows)
+                     + f"  refitted (bench.predict: {refit_words(**refit)})")
     if off:
         lines.append(f"  The model and the measurements disagree by more than {100 * AGREE:.0f}% beyond half the "
                      "windows' spread (their IQR) at "
@@ -139,8 +145,8 @@ def ceiling_sections(results: Sequence[RunResult], pick: Optional[RunResult] = N
         lines = stage_table(runs)
         if model is not None:
             values = sorted({r.params.get(NUM_WORKERS) or 0 for r in runs})
-            refit = next((refit_of(r) for r in results if r.status is Status.PREDICTED and refit_of(r)
-                          and r.profile == here.profile), None)
+            refit = next((found for r in results if r.status is Status.PREDICTED and r.profile == here.profile
+                          and (found := refit_of(r))), None)
             lines += limit_lines(model, runs) + curve_lines(runs, refit)
             measured = here.metrics.get(M.THROUGHPUT) if here.finished else None
             lines += what_if_lines(model, here.params.get(NUM_WORKERS) or 0, values, measured)

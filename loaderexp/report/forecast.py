@@ -9,28 +9,23 @@ from typing import Optional, Sequence
 
 from loaderexp.model.knee import misses
 from loaderexp.model.memory import MemoryForecast, forecast
+from loaderexp.report.ceiling import refit_words
 from loaderexp.result import RunResult, Status
 from loaderexp.result import metrics as M
 from loaderexp.result.ceiling import refit_of, refitted_error
 
 
-def refit_text(all_cores_rate: Optional[float] = None, moment: Optional[float] = None) -> str:
-    if all_cores_rate:
-        return f"what the cores do together taken from the runs at or past the cores ({all_cores_rate:,.0f} samples/s)"
-    return f"every rate scaled by the runs' own over the profile's (x{moment:.2f})"
-
-
 def prediction_note(results: Sequence[RunResult]) -> str:
     """Whether every measured run agrees with the model the predicted figures came from: the profile's, or the one
     ``bench.predict`` refitted on the runs (as its jobs recorded it: :func:`loaderexp.model.knee.refit`)."""
-    refits = {r.setting_but_workers: refit_of(r) for r in results if r.status is Status.PREDICTED and refit_of(r)}
+    refits = {r.setting_but_workers: refit for r in results if r.status is Status.PREDICTED and (refit := refit_of(r))}
     missed = {}
     for r in results:
         refit = refits.get(r.setting_but_workers)
         error = (refitted_error(r, refit) if refit else r.metrics.get(M.MODEL_ERROR)) if r.finished else None
         if error is not None and misses(1 + error, 1.0, r.metrics.get(M.THROUGHPUT_IQR, 0.0)):
             missed[r.workers] = error
-    said = sorted({refit_text(**refit) for refit in refits.values()})
+    said = sorted({refit_words(**refit) for refit in refits.values()})
     refitted = ("; the profile's short loops disagreed with the runs, so the model was refitted on them: "
                 + "; ".join(said) if said else "")
     return "PREDICTED: bench.predict took the model's figure (in parentheses) instead of measuring: " + (

@@ -48,6 +48,13 @@ def model_of(result: RunResult, alongside: Sequence[RunResult] = ()) -> Optional
     return CeilingModel(profile, machine_of(result, profile, alongside))
 
 
+def refit_metrics(machine: Machine) -> dict[str, float]:
+    """How a predicted run records ``bench.predict``'s refit (read back by :func:`refit_of`)."""
+    if machine.all_cores_rate:
+        return {M.MODEL_REFIT: round(machine.all_cores_rate, 1)}
+    return {M.MODEL_SCALE: round(machine.moment, 4)}
+
+
 def refit_of(result: RunResult) -> dict[str, float]:
     """The Machine changes ``bench.predict``'s refit recorded on a predicted run (none: the profile's model)."""
     m = result.metrics
