@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import psutil
 import pytest
 
 from loaderexp.runner import JobContext, run
@@ -63,3 +64,38 @@ def test_a_process_that_leaves_a_holder_running_exits(tmp_path):
                           capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "holder started" in done.stdout
+
+
+EXITS_AFTER_A_STOP_CUT_SHORT = """
+import sys
+from loaderexp.execute import holder as holders
+from loaderexp.execute.child import _mp_context
+from loaderexp.config import compose, composed_spec
+
+first = holders.holder_for(_mp_context(), composed_spec(compose(sys.argv[1:])))
+print("first holder", first.process.pid, flush=True)
+stop = holders.Holder.stop
+
+def cut_short(self):  # Ctrl-C lands in the stop, before the pipe is closed
+    holders.Holder.stop = stop
+    raise KeyboardInterrupt
+
+holders.Holder.stop = cut_short
+try:
+    holders.holder_for(_mp_context(), composed_spec(compose([*sys.argv[1:], "dataset.num_samples=300"])))
+except KeyboardInterrupt as interrupt:
+    kept = interrupt  # as the app keeps it while it records the sweep: the old holder's handle stays referenced
+    assert holders._current is None
+print("interrupted", flush=True)
+"""
+
+
+def test_an_interrupt_inside_a_holders_stop_still_lets_the_process_exit(tmp_path):
+    """Ctrl-C between two jobs on different datasets, inside the old holder's stop: that holder is no longer the
+    current one, yet it is stopped at exit (it used to be joined forever: a stopped sweep hung after its summary)."""
+    done = subprocess.run([sys.executable, "-c", EXITS_AFTER_A_STOP_CUT_SHORT, *TINY, "tracking=none"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "interrupted" in done.stdout
+    pid = int(done.stdout.split("first holder")[1].split()[0])
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

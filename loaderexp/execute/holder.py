@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 from loaderexp.config.compose import plain
 from loaderexp.config.schema import Config
 from loaderexp.execute.messages import Done, Exited, Planned, Profiling, RunJob, Started, failure
+from loaderexp.execute.interrupts import interrupts_held
 
 
 def dataset_key(spec: Config) -> str:
@@ -39,6 +40,7 @@ class Holder:
         self.batches = ctx.RawValue("q", 0)  # written by the measuring process per batch, read here
         self.process = ctx.Process(target=_holder_main, args=(spec, child_end, self.batches),
                                    name="loaderexp-dataset")
+        _live.append(self)  # first: a start that an interrupt cuts short is still stopped at exit
         self.process.start()
         child_end.close()
 
@@ -47,13 +49,20 @@ class Holder:
 
     def stop(self) -> None:
         self.conn.close()  # the holder's recv() ends: it returns
-        self.process.join(5)
-        if self.process.is_alive():
-            self.process.kill()
+        if self.process.pid is not None:  # else its start never returned: the closed pipe ends it
             self.process.join(5)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join(5)
+        if self in _live:
+            _live.remove(self)
 
 
 _current: Optional[Holder] = None
+# Every holder started and not yet stopped.  The current one is not enough: an interrupt inside a stop (or a
+# start) left a holder that was no longer current with its pipe open, and at exit multiprocessing joined it
+# forever (a sweep stopped with Ctrl-C between two datasets hung after its summary).
+_live: list[Holder] = []
 
 
 def holder_for(ctx: Any, spec: Config) -> Holder:
@@ -67,10 +76,17 @@ def holder_for(ctx: Any, spec: Config) -> Holder:
 
 
 def discard() -> None:
-    """Stop the current holder (after a failed job, for another dataset, at exit)."""
+    """Stop the current holder, and any other still alive (after a failed job, for another dataset, at exit).
+    An interrupt waits for it (seconds at most): cut short, a holder's pipe stayed open, and the finalizers
+    of its pipe and shared counter, which run here, would swallow the KeyboardInterrupt."""
+    with interrupts_held("letting the dataset's process go"):
+        _stop_live()
+
+
+def _stop_live() -> None:
     global _current
-    if _current is not None:
-        holder, _current = _current, None
+    _current = None
+    for holder in list(_live):
         holder.stop()
 
 

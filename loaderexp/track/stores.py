@@ -27,6 +27,7 @@ from urllib.parse import urlparse, urlsplit
 
 from loaderexp.config.schema import TrackingConfig
 from loaderexp.result import redact_uri, uri_secrets
+from loaderexp.execute.interrupts import HeldCalls
 
 
 class TrackingUnavailable(RuntimeError):
@@ -44,7 +45,12 @@ def local_path(uri: str) -> Optional[Path]:
 
 
 @functools.lru_cache(maxsize=None)
-def client(uri: str):
+def client(uri: str) -> HeldCalls:
+    """The store's client, opened once per process; an interrupt never cuts one of its calls in half."""
+    return HeldCalls(_opened(uri))
+
+
+def _opened(uri: str):
     from mlflow.tracking import MlflowClient
 
     # A new store's schema migrations log a few INFO lines each sweep would print: not news.
