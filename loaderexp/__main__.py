@@ -142,11 +142,12 @@ def entry() -> None:
 
 def _interrupted(interrupt: KeyboardInterrupt) -> None:
     from loaderexp.execute.faults import interrupted_by
+    from loaderexp.execute.interrupts import INTERRUPTS
     from loaderexp.track import sweep
     from loaderexp.track.sweep_end import finish_sweep
 
     why = interrupted_by(interrupt)
-    ignored = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    ignored = {sig: signal.signal(sig, signal.SIG_IGN) for sig in INTERRUPTS}
     try:  # a second Ctrl-C while the table is written would leave the parent RUNNING
         finish_sweep(sweep.STATE, Status.KILLED, interrupted=why)
     finally:

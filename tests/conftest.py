@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from loaderexp.execute.interrupts import INTERRUPTS
+
 REPO = Path(__file__).resolve().parent.parent
 
 # Small, fast settings for runs that only check behaviour (never wall-clock times).
@@ -66,7 +68,6 @@ def _host_shared_with_the_other_worker(request, tmp_path_factory):
         yield
 
 
-INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def ignored_by_the_kernel() -> set[int]:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from loaderexp.execute.interrupts import HeldCalls, interrupts_held
+from loaderexp.execute.interrupts import INTERRUPTS, HeldCalls, interrupts_held
 from loaderexp.track.stores import client
 
 
@@ -53,7 +53,7 @@ def test_a_second_interrupt_is_raised_at_once():
 
 def test_handlers_are_put_back_and_an_ignored_signal_stays_ignored():
     with ctrl_c_raises():
-        before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        before = {sig: signal.getsignal(sig) for sig in INTERRUPTS}
         hup = signal.signal(signal.SIGHUP, signal.SIG_IGN)
         try:
             with interrupts_held():
