@@ -252,3 +252,24 @@ def test_runs_below_the_fewest_raced_race_the_pick_even_when_the_fewest_raced_ar
     raced, confirmation = _confirmed(monkeypatch, items, true_rate)
     assert raced[0] == [4, 5, 3, 2, 1] and raced[1][0] == 4 and raced[1][-1] == 0
     assert confirmation.pick == {"loader.num_workers": 0}
+
+
+def test_a_pick_that_is_the_fastest_races_the_run_with_the_next_more_workers(monkeypatch, tmp_path):
+    """A host that slowed as the grid went on read 3 workers slower than 2 in its moment, and 2 became the pick and
+    the fastest run.  3 is raced beside it (no faster run to race): side by side it is faster beyond the tolerance
+    and is the pick; then 4, the next up, races it, and is as fast: 3 stands."""
+    true_rate = {0: 500.0, 1: 600.0, 2: 800.0, 3: 1000.0, 4: 1000.0}
+    job_rate = {**true_rate, 3: 780.0, 4: 760.0}
+    items = [(tmp_path / str(w), _run(w, job_rate[w])) for w in range(0, 5)]
+    raced, confirmation = _confirmed(monkeypatch, items, true_rate)
+    assert raced[0] == [2, 3, 1, 0] and raced[1] == [3, 4]
+    assert confirmation.pick == {"loader.num_workers": 3}
+
+
+def test_a_pick_that_is_the_fastest_stands_when_the_next_more_workers_is_not_faster(monkeypatch, tmp_path):
+    """The usual case: 2 workers the fastest run, 3 truly as fast: 3 is raced once, and 2 (fewer) stands."""
+    true_rate = {0: 500.0, 1: 600.0, 2: 1000.0, 3: 990.0}
+    items = [(tmp_path / str(w), _run(w, true_rate[w])) for w in range(0, 4)]
+    raced, confirmation = _confirmed(monkeypatch, items, true_rate)
+    assert raced == [[2, 3, 1, 0]]
+    assert confirmation.pick == {"loader.num_workers": 2}

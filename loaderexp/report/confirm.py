@@ -29,13 +29,20 @@ def fastest_rival(pick: RunResult, finished: Sequence[RunResult], best: RunResul
     return best if best is not pick and same_data(best, pick) else None
 
 
+def _others(r: RunResult) -> dict[str, Any]:
+    return {k: v for k, v in r.params.items() if k != NUM_WORKERS}
+
+
 def fewer_workers_rival(pick: RunResult, finished: Sequence[RunResult]) -> Optional[RunResult]:
     """The run with the most workers below the pick's, the same in everything else."""
-    def others(r: RunResult) -> dict[str, Any]:
-        return {k: v for k, v in r.params.items() if k != NUM_WORKERS}
-
-    fewer = [r for r in finished if r.workers < pick.workers and others(r) == others(pick)]
+    fewer = [r for r in finished if r.workers < pick.workers and _others(r) == _others(pick)]
     return max(fewer, key=lambda r: r.workers, default=None)
+
+
+def more_workers_rival(pick: RunResult, finished: Sequence[RunResult]) -> Optional[RunResult]:
+    """The run with the fewest workers above the pick's, the same in everything else."""
+    more = [r for r in finished if r.workers > pick.workers and _others(r) == _others(pick)]
+    return min(more, key=lambda r: r.workers, default=None)
 
 
 @dataclass

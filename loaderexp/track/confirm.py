@@ -36,7 +36,8 @@ from loaderexp.execute.dispatch import compare_specs
 from loaderexp.execute.host_lock import exclusive_host
 from loaderexp.report import recommend
 from loaderexp.report.configurations import as_configurations
-from loaderexp.report.confirm import Comparison, Confirmation, fastest_rival, fewer_workers_rival
+from loaderexp.report.confirm import (Comparison, Confirmation, fastest_rival, fewer_workers_rival,
+                                      more_workers_rival)
 from loaderexp.result import TOLERANCE, RunFacts, RunResult
 from loaderexp.result import metrics as M
 from loaderexp.result.paired import Difference, Verdict, paired_difference, t95
@@ -53,12 +54,13 @@ FIRST_WINDOW_S, WINDOW_S = 0.25, 0.5
 
 
 def contenders(pick: RunResult, finished: Sequence[RunResult], best: RunResult) -> list[RunResult]:
-    """The settings raced: the pick, the fastest run (same data), and the runs with fewer workers than the pick
-    (the same otherwise), nearest first."""
+    """The settings raced: the pick, the fastest run (same data), or when the pick is the fastest, the run with the
+    next more workers (the same otherwise: measured after the pick, so a host that slowed as the grid went on read
+    it slow), and the runs with fewer workers than the pick, nearest first."""
     sides = [pick]
-    fastest = fastest_rival(pick, finished, best)
-    if fastest is not None:
-        sides.append(fastest)
+    rival = fastest_rival(pick, finished, best) or more_workers_rival(pick, finished)
+    if rival is not None:
+        sides.append(rival)
     return sides + fewer_workers(pick, finished, MAX_SIDES - len(sides))
 
 
@@ -219,7 +221,8 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
     finished = [r for r in results if r.finished and not r.metrics.get(M.PRUNED)]
     sides = contenders(chosen.result, finished, chosen.best)
     if len(sides) == 1:
-        return Confirmation(pick=chosen.result.params, note="no rival to race: no faster run, none with fewer workers")
+        return Confirmation(pick=chosen.result.params,
+                            note="no rival to race: no faster run, none with fewer or more workers")
     log.info("confirming the pick: %d settings raced side by side (about %.0f s; a setting shown slower is out "
              "after each pass of %d rounds)", len(sides), seconds, PASS_ROUNDS)
     started = time.monotonic()
@@ -236,11 +239,15 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
             # worker is often slower than 0) or between the fewest raced and the pick (the jobs' pick put out by a
             # faster run: 2 out against 4 leaves 3 to race against 4)
             below = [r for r in fewer_workers(pick, finished, len(finished)) if id(r) not in raced][:MAX_SIDES - 2]
-            if not below or time.monotonic() - started > EXTEND * seconds:
+            # A pick the race moved up to more workers than the jobs' leads there: the next one up is raced too
+            up = more_workers_rival(pick, finished) if pick is leader and pick.workers > chosen.result.workers \
+                else None
+            above = [up] if up is not None and id(up) not in raced else []
+            if not (below or above) or time.monotonic() - started > EXTEND * seconds:
                 break
-            log.info("confirming the pick: num_workers=%d stands; racing the runs with fewer workers not raced yet",
-                     pick.workers)
-            sides = [pick] + ([leader] if leader is not pick else []) + below
+            log.info("confirming the pick: num_workers=%d stands; racing the runs %s not raced yet", pick.workers,
+                     "with fewer workers" if not above else "with more workers" if not below else "beside it")
+            sides = [pick] + ([leader] if leader is not pick else []) + above + below
     except Exception as error:  # noqa: BLE001 - the sweep's answer stands unconfirmed, saying why
         return Confirmation(pick=chosen.result.params,
                             note=f"the comparison failed: {type(error).__name__}: {str(error).splitlines()[0]}")
