@@ -330,6 +330,26 @@ def test_bench_predict_scales_the_model_when_the_whole_profile_met_a_slow_moment
     assert refit(slow, {**measured, 3: 0.6 * true.predict(3)}) is None
 
 
+def test_bench_predict_scales_the_rates_with_workers_when_only_the_one_worker_loop_met_a_slow_moment():
+    """A profile whose one-worker loop read 0.31 ms a sample where the runs said 0.20, and whose loop without workers
+    was right: every setting with workers predicted 35-38% low, 0 workers within 1%, and the sweep measured 17 of
+    17.  One scale for the rates with workers, checked as the others are (three runs with workers); the run without
+    workers is predicted by the profile's own loop, and refutes the fit where it disagrees."""
+    true = CeilingModel(profile(), Machine(cores=4, batch_size=10))
+    costs = ("worker_cpu_s", "worker_wall_s")
+    slow = CeilingModel(profile(**{c: 1.55 * getattr(profile(), c) for c in costs}), Machine(cores=4, batch_size=10))
+    measured = {w: true.predict(w) for w in (0, 1, 2, 3)}
+    assert not plan(slow, list(range(9)), measured, TOLERANCE).trusted
+    scaled = refit(slow, measured)
+    assert scaled is not None and scaled.machine.moment == 1.0 and scaled.machine.all_cores_rate is None
+    assert scaled.machine.workers_moment == pytest.approx(1.55, rel=0.03)
+    assert scaled.predict(0) == pytest.approx(true.predict(0), rel=1e-6)  # the loop without workers, as it read
+    assert scaled.predict(8) == pytest.approx(true.predict(8), rel=0.03)
+    assert plan(scaled, list(range(9)), measured, TOLERANCE).trusted
+    assert refit(slow, {w: true.predict(w) for w in (0, 1, 2)}) is None  # two runs with workers check nothing
+    assert refit(slow, {**measured, 0: 0.7 * true.predict(0)}) is None  # the run without workers disagrees
+
+
 def test_a_job_of_a_grid_cut_short_takes_the_refitted_models_figure_and_the_table_says_how(tmp_path):
     """The job at 8 workers of a 0..8 grid, with runs measured at 1, 3, 4, 5 on a profile whose all-cores loop read
     x0.7: predicted (not measured) at the runs' rate, the refit recorded and said, and the table's note confirms
@@ -360,7 +380,8 @@ def test_a_job_of_a_grid_cut_short_takes_the_refitted_models_figure_and_the_tabl
     assert predicted and done.status is Status.PREDICTED
     assert done.metrics[M.PREDICTED] == pytest.approx(true.predict(8), rel=1e-3)
     assert done.metrics[M.MODEL_REFIT] == pytest.approx(true.predict(4), rel=1e-3)
-    assert "the model refitted on what the runs at or past the cores did together" in done.info.predicted
+    assert ("the model refitted on the runs: what the cores do together taken from the runs at or past the cores"
+            in done.info.predicted)
     measured = [RunResult.read(p) for p in (tmp_path / "a").glob("*/result.json")]
     by_profile = CeilingModel(slow, Machine(cores=4, batch_size=10))
     for r in measured:  # as the jobs recorded them: by the profile's model, x0.7 at and past the cores
@@ -380,7 +401,8 @@ def test_a_job_of_a_grid_cut_short_takes_the_refitted_models_figure_and_the_tabl
     predicted, scaled = job(tmp_path / "c", rates, profile(**{c: 1.45 * getattr(profile(), c) for c in costs}))
     assert predicted and scaled.metrics[M.MODEL_SCALE] == pytest.approx(1.45, rel=0.02)
     assert scaled.metrics[M.PREDICTED] == pytest.approx(true.predict(8), rel=0.02) and M.MODEL_REFIT not in scaled.metrics
-    assert "the model scaled by the runs' rates over its own, x1.4" in scaled.info.predicted
+    assert "the model refitted on the runs: every rate scaled by the runs' own over the profile's (x1.4" in \
+        scaled.info.predicted
     assert "every rate scaled by the runs' own over the profile's (x1.4" in prediction_note(
         [*(RunResult.read(p) for p in (tmp_path / "c").glob("*/result.json")), scaled])
 

@@ -22,7 +22,7 @@ from loaderexp.model.ceiling import CeilingModel, Machine
 from loaderexp.model.knee import plan, refit
 from loaderexp.result import NUM_WORKERS, RESULT_FILE, TOLERANCE, RunResult, Status
 from loaderexp.result import metrics as M
-from loaderexp.result.ceiling import machine_of, refit_metrics
+from loaderexp.result.ceiling import machine_of, refit_metrics, refit_of_machine, refit_words
 from loaderexp.result.sweep_record import SweepRecord
 
 
@@ -71,14 +71,12 @@ def _unmeasured_machine(spec: Config, result: RunResult, profile: StageProfile) 
 
 
 def refit_text(refitted: CeilingModel, profile: StageProfile) -> str:
-    m = refitted.machine
+    """The refit a predicted job took, in the words the report uses, with the profile's figure it replaced."""
+    m, words = refitted.machine, refit_words(**refit_of_machine(refitted.machine))
+    replaced = ""
     if m.all_cores_rate:
-        loop = f"{profile.all_cores_rate:,.0f}" if profile.all_cores_rate else "nothing"
-        return (f"the model refitted on what the runs at or past the cores did together ({m.all_cores_rate:,.0f} "
-                f"samples/s; the profile's all-cores loop read {loop}), each of them predicted by the others "
-                "within that")
-    return (f"the model scaled by the runs' rates over its own, x{m.moment:.2f} (the profile's loops met another "
-            "moment of the host), each run predicted by the scale of the others within that")
+        replaced = f"; the profile's all-cores loop read {profile.all_cores_rate or 0:,.0f}"
+    return f"the model refitted on the runs: {words}{replaced}; each run it rests on predicted by the others within that"
 
 
 def predicted_instead(spec: Config, result: RunResult, sweep_dir: Path, overrides: list[str],

@@ -46,6 +46,7 @@ class Machine:
     cpu_s_per_sample_seen: Optional[float] = None  # the least a sweep's run with workers used (its tree, seconds)
     all_cores_rate: Optional[float] = None  # what the cores did together in runs past them (None: the profile's loop)
     moment: float = 1.0  # the runs' rates over the profile's at every setting (its costs read in another moment)
+    workers_moment: float = 1.0  # ... at every setting with workers (its one-worker loop read in another moment)
 
 
 MIN_UNCERTAINTY = 0.05  # a limit from costs measured in short loops is known to about this much at best
@@ -289,10 +290,9 @@ class CeilingModel:
             per_rank = 1.0 / (self.single_wall_s + serial / batch)
             storage = [limit.rate for limit in self.limits() if limit.name == "storage" and limit.rate and limit.applies]
             return m.moment * min([m.ranks * per_rank, self.cores / self.single_cpu_s, *storage])
-        bounds = [m.ranks * workers / self.worker_wall_s, *self._bounds_with_workers()]
-        if serial > 0:
-            bounds.append(m.ranks * batch / serial)
-        return m.moment * min(bounds)
+        bounds = [m.ranks * workers / self.worker_wall_s, *self._bounds_with_workers(),
+                  m.ranks * batch / serial if serial > 0 else float("inf")]
+        return m.moment * m.workers_moment * min(bounds)
 
     def knee(self, values: list[int], tolerance: float) -> int:
         """The fewest workers among ``values`` predicted within ``tolerance`` of the best of them."""

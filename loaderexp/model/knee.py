@@ -65,15 +65,20 @@ def refit(model: CeilingModel, measured: dict[int, float], spreads: Optional[dic
     None: first its one fitted factor, what the usable cores do together, from the runs at or past the cores
     (their median) instead of the profile's all-cores loop of about 0.4 s (x0.80 once: every setting past the knee
     predicted 20-26% low, so a 0..16 grid measured 16 of 17); else, when the whole profile met it (beside two
-    burning cores every figure read x0.65-0.72), one scale for every predicted rate, from the runs' median ratio.
+    burning cores every figure read x0.65-0.72), one scale for every predicted rate, from the runs' median ratio;
+    else, when only its one-worker loop met it (0.31 ms a sample where the runs' CPU said 0.20: every setting with
+    workers predicted 35-38% low, the loop without workers within 1%), one scale for the rates with workers.
     Only when checked: each run the fit rests on is predicted by the fit on the others (two runs at least past the
-    cores; three for the scale) and every measured run agrees with the refitted model, all by :func:`misses`."""
+    cores; three for a scale) and every measured run agrees with the refitted model, all by :func:`misses`."""
     spreads, m = spreads or {}, model.machine
     past = sorted(w for w in measured if w * m.ranks >= m.cores)
     ratios = {w: rate / model.predict(w) for w, rate in measured.items()}
+    with_workers = sorted(w for w in measured if w > 0)
     tries = [(past, lambda on: model.with_machine(all_cores_rate=statistics.median(measured[w] for w in on))),
              (sorted(measured) if len(measured) >= 3 else [],
-              lambda on: model.with_machine(moment=statistics.median(ratios[w] for w in on)))]
+              lambda on: model.with_machine(moment=statistics.median(ratios[w] for w in on))),
+             (with_workers if len(with_workers) >= 3 else [],
+              lambda on: model.with_machine(workers_moment=statistics.median(ratios[w] for w in on)))]
     for on, fitted in tries:
         if len(on) < 2 or any(misses(fitted([o for o in on if o != w]).predict(w), measured[w], spreads.get(w, 0.0))
                               for w in on):

@@ -13,7 +13,7 @@ from loaderexp.model.knee import AGREE, misses
 from loaderexp.model.whatif import what_ifs
 from loaderexp.result import NUM_WORKERS, RunResult, Status
 from loaderexp.result import metrics as M
-from loaderexp.result.ceiling import model_of, refit_of
+from loaderexp.result.ceiling import model_of, refit_of, refit_words
 
 
 def by_profile(results: Sequence[RunResult]) -> list[list[RunResult]]:
@@ -81,13 +81,6 @@ def limit_lines(model: CeilingModel, runs: Sequence[RunResult] = ()) -> list[str
     if bound.failed:
         lines.append(f"  The model is off: {bound.failure}.")
     return lines
-
-
-def refit_words(all_cores_rate: Optional[float] = None, moment: Optional[float] = None) -> str:
-    """A refit as a predicted run recorded it (:func:`loaderexp.result.ceiling.refit_of`), in words."""
-    if all_cores_rate:
-        return f"what the cores do together taken from the runs at or past the cores ({all_cores_rate:,.0f} samples/s)"
-    return f"every rate scaled by the runs' own over the profile's (x{moment:.2f})"
 
 
 def curve_lines(runs: Sequence[RunResult], refit: Optional[dict[str, float]] = None) -> list[str]:

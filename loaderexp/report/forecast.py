@@ -9,10 +9,9 @@ from typing import Optional, Sequence
 
 from loaderexp.model.knee import misses
 from loaderexp.model.memory import MemoryForecast, forecast
-from loaderexp.report.ceiling import refit_words
 from loaderexp.result import RunResult, Status
 from loaderexp.result import metrics as M
-from loaderexp.result.ceiling import refit_of, refitted_error
+from loaderexp.result.ceiling import refit_of, refit_words, refitted_error
 
 
 def prediction_note(results: Sequence[RunResult]) -> str:

@@ -52,14 +52,36 @@ def refit_metrics(machine: Machine) -> dict[str, float]:
     """How a predicted run records ``bench.predict``'s refit (read back by :func:`refit_of`)."""
     if machine.all_cores_rate:
         return {M.MODEL_REFIT: round(machine.all_cores_rate, 1)}
+    if machine.workers_moment != 1.0:
+        return {M.MODEL_WORKERS_SCALE: round(machine.workers_moment, 4)}
     return {M.MODEL_SCALE: round(machine.moment, 4)}
+
+
+def _refit_in(m: dict[str, float]) -> dict[str, float]:
+    return ({"all_cores_rate": m[M.MODEL_REFIT]} if m.get(M.MODEL_REFIT) else
+            {"workers_moment": m[M.MODEL_WORKERS_SCALE]} if m.get(M.MODEL_WORKERS_SCALE) else
+            {"moment": m[M.MODEL_SCALE]} if m.get(M.MODEL_SCALE) else {})
 
 
 def refit_of(result: RunResult) -> dict[str, float]:
     """The Machine changes ``bench.predict``'s refit recorded on a predicted run (none: the profile's model)."""
-    m = result.metrics
-    return ({"all_cores_rate": m[M.MODEL_REFIT]} if m.get(M.MODEL_REFIT) else
-            {"moment": m[M.MODEL_SCALE]} if m.get(M.MODEL_SCALE) else {})
+    return _refit_in(result.metrics)
+
+
+def refit_of_machine(machine: Machine) -> dict[str, float]:
+    """The Machine changes of a refit, as :func:`refit_of` reads them back once recorded."""
+    return _refit_in(refit_metrics(machine))
+
+
+def refit_words(all_cores_rate: Optional[float] = None, moment: Optional[float] = None,
+                workers_moment: Optional[float] = None) -> str:
+    """A refit (as :func:`refit_of` reads it back), in words."""
+    if all_cores_rate:
+        return f"what the cores do together taken from the runs at or past the cores ({all_cores_rate:,.0f} samples/s)"
+    if workers_moment:
+        return (f"every rate with workers scaled by the runs' own over the profile's (x{workers_moment:.2f}: its "
+                "one-worker loop met another moment of the host than its loop without workers)")
+    return f"every rate scaled by the runs' own over the profile's (x{moment:.2f})"
 
 
 def refitted_error(result: RunResult, refit: dict[str, float]) -> Optional[float]:

@@ -139,6 +139,9 @@ MODEL_REFIT = metric("model_refit_all_cores_samples_per_s", "samples/s", Combine
                      "bench.predict: what the runs at or past the cores did together, the model refitted on it")
 MODEL_SCALE = metric("model_refit_scale", "ratio", Combine.NONE,
                      "bench.predict: the runs' rates over the profile's model at every setting, the model scaled by it")
+MODEL_WORKERS_SCALE = metric("model_refit_workers_scale", "ratio", Combine.NONE,
+                             "bench.predict: the runs' rates over the profile's model at every setting with workers, "
+                             "the model scaled by it there")
 # A node's ranks together.
 SLOWEST_RANK = metric("throughput_slowest_rank_samples_per_s", "samples/s", NODE, "the slowest rank's rate")
 SYNCHRONOUS = metric("throughput_synchronous_samples_per_s", "samples/s", NODE,
