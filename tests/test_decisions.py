@@ -109,8 +109,8 @@ def test_a_tie_ends_once_the_rounds_the_budget_holds_could_not_put_the_pick_out(
     from loaderexp.track.confirm import Race
 
     noise = [1.12, 0.90, 1.10, 0.91, 1.11, 0.92, 1.09, 0.90]
-    tie = Race([_run(2, 1000), _run(3, 1000)], TOLERANCE)
-    tie.add([[1000.0] * 8, [1000.0 * f for f in noise]])
+    tie = Race([_run(2, 1000), _run(3, 1005)], TOLERANCE)
+    tie.add([[1000.0] * 8, [1005.0 * f for f in noise]])  # 3 reads a hair faster: it might still beat the pick
     pick_vs_rival = paired_difference(tie.rates[1], tie.rates[0])
     assert pick_vs_rival.verdict(TOLERANCE) is Verdict.CANNOT_TELL and pick_vs_rival.low < -0.08
     assert tie.pick == 0 and not tie.pick_stands() and not tie.undecided()
@@ -273,3 +273,22 @@ def test_a_pick_that_is_the_fastest_stands_when_the_next_more_workers_is_not_fas
     raced, confirmation = _confirmed(monkeypatch, items, true_rate)
     assert raced == [[2, 3, 1, 0]]
     assert confirmation.pick == {"loader.num_workers": 2}
+
+
+def test_a_costlier_rival_that_reads_no_faster_than_the_pick_leaves_it_standing_at_once():
+    """3 workers against 2 on 2 cores: a tie, 3-9% apart window to window.  Reading no faster than the pick after a
+    pass, 3 cannot put 2 out without later rounds moving its mean past the tolerance: the race ends.  Reading
+    faster (inside a wide interval), it races on; so does one read over fewer rounds than a pass."""
+    from loaderexp.track.confirm import Race
+
+    noise = [1.09, 0.92, 1.07, 0.90]
+    behind = Race([_run(2, 1000), _run(3, 1000)], TOLERANCE)
+    behind.add([[1000.0] * 4, [980.0 * f for f in noise]])
+    assert behind.pick == 0 and paired_difference(behind.rates[1], behind.rates[0]).low < -TOLERANCE
+    assert behind.pick_stands()
+    ahead = Race([_run(2, 1000), _run(3, 1000)], TOLERANCE)
+    ahead.add([[1000.0] * 4, [1020.0 * f for f in noise]])
+    assert not ahead.pick_stands()
+    early = Race([_run(2, 1000), _run(3, 1000)], TOLERANCE)
+    early.add([[1000.0] * 2, [980.0 * f for f in noise[:2]]])
+    assert not early.pick_stands()  # two rounds: too few to read a mean on
