@@ -112,3 +112,26 @@ def test_a_slow_moment_in_one_slice_of_the_stage_pass_does_not_move_the_stage_co
     assert len(slices) == profile.SLICES and not set.intersection(*slices)  # each slice its own samples
     burn = next(s for s in found.stages if s.name == "Burn")
     assert 0.00015 < burn.cpu_s < 0.0003, burn  # the op's cost, not the slow slice's 0.6 ms
+
+
+def _count(items):
+    return len(items)
+
+
+def test_no_batch_of_an_earlier_slice_is_alive_while_a_later_one_runs(monkeypatch):
+    """An op whose cost is mostly allocating its output pays for fresh memory as a worker does only while the batch
+    being made is the one alive: the first slice's batch, kept for collate, held through the later slices read a
+    JPEG folder's ToTensor and Normalize 65-93% dear."""
+    from loaderexp.harness import profile
+
+    op, real, alive = CountingOp(), profile._stage_pass, []
+
+    def sliced(split, indices, budget_s, batch_size):
+        start = len(op.seen)
+        found = real(split, indices, budget_s, batch_size)
+        alive.append(max(op.seen[start:]))
+        return found
+
+    monkeypatch.setattr(profile, "_stage_pass", sliced)
+    profile.profile_stages(Indexed(op, 4096), 8, _count, 1.0, budget_s=0.3)
+    assert len(alive) == profile.SLICES and max(alive) == 7  # the batch being made, and none before it

@@ -151,26 +151,22 @@ def _stage_pass(split: Split, indices: list[int], budget_s: float,
     return clocks, batch, done
 
 
-Slice = tuple[dict[str, Clock], list[Any], int]  # a stage pass's clocks, its last batch, the samples it timed
+Slice = tuple[dict[str, Clock], int]  # a slice of the stage pass: its clocks, the samples it timed
 
 
 def _per_sample(timed: Slice) -> dict[str, tuple[float, float]]:
     """Each stage's (CPU, wall) seconds per sample in one slice of the stage pass."""
-    clocks, _, done = timed
+    clocks, done = timed
     return {name: (clock.cpu / max(done, 1), clock.wall / max(done, 1)) for name, clock in clocks.items()}
 
 
 def _sliced_stages(split: Split, slices: list[Slice]) -> list[Stage]:
-    """Each stage's cost per sample: the median of the slices' (each slice's own median is its whole figure).  A
-    moment that slows the host for one slice moves one of three: a pass taken at once read every CIFAR-10 stage
-    36-38% over the same ops in DataLoader loops timed just before and after it."""
+    """Each stage's cost per sample: the median of the slices'.  A moment that slows the host for one slice moves one
+    of three: a pass taken at once read every CIFAR-10 stage 36-38% over the same ops in loops just around it."""
     read = [_per_sample(timed) for timed in slices]
-    stages = []
-    for name, fn in split.fetch + split.ops:
-        cpu = statistics.median(figures[name][0] for figures in read)
-        wall = statistics.median(figures[name][1] for figures in read)
-        stages.append(Stage(name, "fetch" if (name, fn) in split.fetch else "transform", cpu, wall))
-    return stages
+    return [Stage(name, "fetch" if (name, fn) in split.fetch else "transform",
+                  statistics.median(figures[name][0] for figures in read),
+                  statistics.median(figures[name][1] for figures in read)) for name, fn in split.fetch + split.ops]
 
 
 def _collate_pass(made: list[Any], batch_size: Optional[int], collate: Callable) -> tuple[Clock, Any, int]:
@@ -259,9 +255,13 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
         staged, checked = order[:MAX_SAMPLES], order[MAX_SAMPLES:] or order
         split = Split(dataset)
         parts = [staged[k::SLICES] or staged for k in range(SLICES)]  # a tiny dataset: its samples again
-        slices = [_stage_pass(split, parts[0], SLICE_SHARE * budget_s, batch_size)]
-        made = slices[0][1]
+        clocks, made, done = _stage_pass(split, parts[0], SLICE_SHARE * budget_s, batch_size)
         collated, batch, collated_samples = _collate_pass(made, batch_size, collate_fn or default_collate)
+        sample_bytes = _tensor_bytes(batch) / max(min(batch_size or 1, len(made)), 1)
+        # No sample batch held while the later slices run: one more batch alive read a JPEG folder's ToTensor and
+        # Normalize, whose cost is mostly allocating their outputs, 65-93% dear
+        slices: list[Slice] = [(clocks, done)]
+        del made
         loop_stage = _loop_stage(checked, batch_size, 0.03 * budget_s)
         collate_wall = collated.wall / collated_samples if batch_size is not None else 0.0
         per_sample = sum(wall for _, wall in _per_sample(slices[0]).values()) + collate_wall + loop_stage.wall_s
@@ -272,9 +272,9 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
         _, single_wall, single_spread = single_process(dataset, checked, batch_size, collate_fn, per_sample,
                                                        0.08 * budget_s)
         torch.set_num_threads(1)
-        slices.append(_stage_pass(split, parts[1], SLICE_SHARE * budget_s, batch_size))
+        slices.append(_stage_pass(split, parts[1], SLICE_SHARE * budget_s, batch_size)[::2])
         worker = worker_figures(dataset, checked, per_sample, batch_size, collate_fn, 0.15 * budget_s)
-        slices.append(_stage_pass(split, parts[2], SLICE_SHARE * budget_s, batch_size))
+        slices.append(_stage_pass(split, parts[2], SLICE_SHARE * budget_s, batch_size)[::2])
         collate = [Stage("collate", "collate", collated.cpu / collated_samples, collate_wall)] \
             if batch_size is not None else []
         stages = _sliced_stages(split, slices) + collate + [loop_stage]
@@ -288,9 +288,9 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
         random.setstate(states[0])
         torch.set_rng_state(states[1])
         torch.set_num_threads(states[2])
-    return StageProfile(split=split.text, stages=stages, samples=sum(done for _, _, done in slices),
+    return StageProfile(split=split.text, stages=stages, samples=sum(done for _, done in slices),
                         batch_size=batch_size or 1,
-                        sample_bytes=_tensor_bytes(batch) / max(min(batch_size or 1, len(made)), 1),
+                        sample_bytes=sample_bytes,
                         single_cpu_s=single_cpu, single_wall_s=single_wall, worker_cpu_s=worker.cpu_s,
                         worker_wall_s=worker.wall_s, main_cpu_s_per_batch=worker.main_cpu_s_per_batch,
                         worker_basis=worker.basis, all_cores_rate=statistics.median(rates) if rates else None,
