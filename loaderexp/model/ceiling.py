@@ -50,7 +50,7 @@ class Machine:
 
 
 MIN_UNCERTAINTY = 0.05  # a limit from costs measured in short loops is known to about this much at best
-LIGHTER_UNCERTAINTY = 0.30  # a lighter pipeline's loops, beside the whole one's, vs bare loops: 6 of 36 beyond 15%
+LIGHTER_UNCERTAINTY = 0.40  # a lighter pipeline's loops vs bare loops: mostly within 15%, at worst +35.2% (2 workers)
 
 
 @dataclass(frozen=True)
