@@ -5,8 +5,7 @@ A sample is split where its dataset lets it be split: an ImageFolder's file read
 dataset with a ``transform`` attribute into its fetch (the transform set aside) and each operation of the
 transform (each element of a ``Compose``, v1 or v2, by its class name); any other dataset's ``__getitem__``
 is one stage, and the split says so.  Each sample goes through its stages in turn, and a batch's samples
-are held until the batch is whole, as in a worker; the pass is taken in three slices spread over the profile,
-and each stage's cost is their median.  Then collate, per batch.  Beside the stages, the loops
+are held until the batch is whole, as in a worker.  Then collate, per batch.  Beside the stages, the loops
 that are not split (:mod:`.profile_loops`): a ``DataLoader(num_workers=0)`` over other samples (what the
 stages must add up to); one worker feeding the main process, for a worker's own cost per sample (its
 stages, collating into shared memory, sending) and the main process's CPU to receive a batch (shared-memory
@@ -36,9 +35,6 @@ from loaderexp.harness.stages import Stage, StageProfile
 
 MIN_SAMPLES = 3
 MAX_SAMPLES = 2_000
-# The stage pass is taken in slices spread over the profile (before its loops, between them, after them), each
-# over its own samples: a stage's cost is the slices' median
-SLICES, SLICE_SHARE = 3, 0.05
 
 
 def transform_ops(transform: Optional[Callable]) -> list[tuple[str, Callable]]:
@@ -151,24 +147,6 @@ def _stage_pass(split: Split, indices: list[int], budget_s: float,
     return clocks, batch, done
 
 
-Slice = tuple[dict[str, Clock], int]  # a slice of the stage pass: its clocks, the samples it timed
-
-
-def _per_sample(timed: Slice) -> dict[str, tuple[float, float]]:
-    """Each stage's (CPU, wall) seconds per sample in one slice of the stage pass."""
-    clocks, done = timed
-    return {name: (clock.cpu / max(done, 1), clock.wall / max(done, 1)) for name, clock in clocks.items()}
-
-
-def _sliced_stages(split: Split, slices: list[Slice]) -> list[Stage]:
-    """Each stage's cost per sample: the median of the slices'.  A moment that slows the host for one slice moves one
-    of three: a pass taken at once read every CIFAR-10 stage 36-38% over the same ops in loops just around it."""
-    read = [_per_sample(timed) for timed in slices]
-    return [Stage(name, "fetch" if (name, fn) in split.fetch else "transform",
-                  statistics.median(figures[name][0] for figures in read),
-                  statistics.median(figures[name][1] for figures in read)) for name, fn in split.fetch + split.ops]
-
-
 def _collate_pass(made: list[Any], batch_size: Optional[int], collate: Callable) -> tuple[Clock, Any, int]:
     """Collate timed over a few batches of the samples made (the median batch's clock: the first call also
     pays for warming the allocator)."""
@@ -254,17 +232,15 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
         random.Random(seed).shuffle(order)
         staged, checked = order[:MAX_SAMPLES], order[MAX_SAMPLES:] or order
         split = Split(dataset)
-        parts = [staged[k::SLICES] or staged for k in range(SLICES)]  # a tiny dataset: its samples again
-        clocks, made, done = _stage_pass(split, parts[0], SLICE_SHARE * budget_s, batch_size)
+        clocks, made, timed = _stage_pass(split, staged, 0.15 * budget_s, batch_size)
         collated, batch, collated_samples = _collate_pass(made, batch_size, collate_fn or default_collate)
-        sample_bytes = _tensor_bytes(batch) / max(min(batch_size or 1, len(made)), 1)
-        # No sample batch held while the later slices run: one more batch alive read a JPEG folder's ToTensor and
-        # Normalize, whose cost is mostly allocating their outputs, 65-93% dear
-        slices: list[Slice] = [(clocks, done)]
-        del made
-        loop_stage = _loop_stage(checked, batch_size, 0.03 * budget_s)
-        collate_wall = collated.wall / collated_samples if batch_size is not None else 0.0
-        per_sample = sum(wall for _, wall in _per_sample(slices[0]).values()) + collate_wall + loop_stage.wall_s
+        stages = [Stage(name, "fetch" if (name, fn) in split.fetch else "transform", c.cpu / timed, c.wall / timed)
+                  for (name, fn), c in zip(split.fetch + split.ops, clocks.values())]
+        if batch_size is not None:
+            stages.append(Stage("collate", "collate", collated.cpu / collated_samples,
+                                collated.wall / collated_samples))
+        stages.append(_loop_stage(checked, batch_size, 0.03 * budget_s))
+        per_sample = sum(s.wall_s for s in stages)
         # The stages' check, on one thread as they were timed; then the wall of a loop without workers as
         # it runs, on the process's own threads (CPU there also counts the threads' spinning).
         single_cpu = single_process(dataset, checked, batch_size, collate_fn, per_sample, 0.07 * budget_s)[0]
@@ -272,14 +248,9 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
         _, single_wall, single_spread = single_process(dataset, checked, batch_size, collate_fn, per_sample,
                                                        0.08 * budget_s)
         torch.set_num_threads(1)
-        slices.append(_stage_pass(split, parts[1], SLICE_SHARE * budget_s, batch_size)[::2])
-        worker = worker_figures(dataset, checked, per_sample, batch_size, collate_fn, 0.15 * budget_s)
-        slices.append(_stage_pass(split, parts[2], SLICE_SHARE * budget_s, batch_size)[::2])
-        collate = [Stage("collate", "collate", collated.cpu / collated_samples, collate_wall)] \
-            if batch_size is not None else []
-        stages = _sliced_stages(split, slices) + collate + [loop_stage]
-        worker = worker or WorkerFigures(sum(s.cpu_s for s in stages), per_sample, 0.0,
-                                         "the stages alone (no batch came from a worker)", 0.0)
+        worker = worker_figures(dataset, checked, per_sample, batch_size, collate_fn, 0.15 * budget_s) or \
+            WorkerFigures(sum(s.cpu_s for s in stages), per_sample, 0.0, "the stages alone (no batch came from a "
+                          "worker)", 0.0)
         rates = all_cores_rates(dataset, checked, batch_size, collate_fn, cores, worker.wall_s, 0.2 * budget_s)
         whole = Whole(single_wall, worker, statistics.median(rates) if rates else None)
         lighter = lighter_pipelines(dataset, stages, checked, batch_size, collate_fn, cores, 0.45 * budget_s, whole)
@@ -288,9 +259,8 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
         random.setstate(states[0])
         torch.set_rng_state(states[1])
         torch.set_num_threads(states[2])
-    return StageProfile(split=split.text, stages=stages, samples=sum(done for _, done in slices),
-                        batch_size=batch_size or 1,
-                        sample_bytes=sample_bytes,
+    return StageProfile(split=split.text, stages=stages, samples=timed, batch_size=batch_size or 1,
+                        sample_bytes=_tensor_bytes(batch) / max(min(batch_size or 1, len(made)), 1),
                         single_cpu_s=single_cpu, single_wall_s=single_wall, worker_cpu_s=worker.cpu_s,
                         worker_wall_s=worker.wall_s, main_cpu_s_per_batch=worker.main_cpu_s_per_batch,
                         worker_basis=worker.basis, all_cores_rate=statistics.median(rates) if rates else None,
