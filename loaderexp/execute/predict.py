@@ -76,7 +76,8 @@ def refit_text(refitted: CeilingModel, profile: StageProfile) -> str:
     replaced = ""
     if m.all_cores_rate:
         replaced = f"; the profile's all-cores loop read {profile.all_cores_rate or 0:,.0f}"
-    return f"the model refitted on the runs: {words}{replaced}; each run it rests on predicted by the others within that"
+    return (f"the model refitted on the runs: {words}{replaced}; each run it rests on predicted by the others "
+            "within that")
 
 
 def predicted_instead(spec: Config, result: RunResult, sweep_dir: Path, overrides: list[str],

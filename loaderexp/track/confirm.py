@@ -7,11 +7,11 @@ resumed), every other one in the reverse order; after a pass, a setting shown sl
 tolerance with 95% confidence is out.  The race ends as soon as one setting is left, or all still in are shown within
 the tolerance of the leader, or none still in can put the pick out any more (each is shown not to beat it by the
 tolerance, or reads no faster than it over a pass), or the rounds the budget still holds could not put it out
-(:meth:`Race.out_of_reach`); else after about ``bench.confirm_s``.  The pick is then the cheapest setting still in (fewest workers), the rule of
-:meth:`Difference.verdict`: fewer workers stand unless shown slower.  While the cheapest one's interval
-cannot tell, is wider than the tolerance and its mean lies beyond it (more rounds may put it out), more passes, up
-to ``EXTEND`` x the budget; still undecided, the cheaper setting stands and the report says the two cannot be told
-apart on this host now.
+(:meth:`Race.out_of_reach`); else after about ``bench.confirm_s``.  The pick is then the cheapest setting still in
+(fewest workers), the rule of :meth:`Difference.verdict`: fewer workers stand unless shown slower.  While the
+cheapest one's interval cannot tell, is wider than the tolerance and its mean lies beyond it (more rounds may put it
+out), more passes, up to ``EXTEND`` x the budget; still undecided, the cheaper setting stands and the report says the
+two cannot be told apart on this host now.
 
 A look after every pass is a sequential test: each look is another chance to put out a setting that is in truth as
 fast.  The rule only puts out a side whose whole interval lies beyond the tolerance, and t's intervals over a few
