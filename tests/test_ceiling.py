@@ -148,7 +148,7 @@ def test_a_runs_own_cpu_per_sample_makes_the_cpu_limit_a_bound_no_run_can_beat()
     own_cost = 2 / run_rate * 1.02  # the run used 98% of the 2 cores
     seen = CeilingModel(profile(worker_cpu_spread=0.01), Machine(cores=2, batch_size=10, cpu_s_per_sample_seen=own_cost))
     cpu = next(limit for limit in seen.limits() if limit.name == "CPU")
-    assert cpu.rate == pytest.approx(2 / own_cost) and "the least a loop with workers used" in cpu.how
+    assert cpu.rate == pytest.approx(2 / own_cost) and "the least a run of this sweep used" in cpu.how
     bound = seen.ceiling_range({"num_workers=2": run_rate})
     assert not bound.failed and bound.low == run_rate and bound.high >= 2 / own_cost
     stepped = Machine(cores=2, batch_size=10, cpu_s_per_sample_seen=0.01, step_s_per_batch=0.001)
@@ -177,17 +177,15 @@ def test_runs_that_pin_the_cpu_make_the_bound_as_sure_as_they_are_and_a_lighter_
     assert CeilingModel(steady, Machine(cores=4, batch_size=10)).without("Crop").uncertainty() == LIGHTER_UNCERTAINTY
 
 
-def test_the_cpu_limit_rests_on_loops_that_ran_with_workers_not_on_the_one_worker_loops_moment():
+def test_the_cpu_limit_rests_on_the_runs_not_on_the_one_worker_loops_moment():
     """Two identical JPEG-folder sweeps: their profiles' one-worker loops (about a second) read 2.041 and 2.237 ms a
     sample, and the bounds built on them were 9.6% apart, while their runs read 2.35 to 2.46.  Where runs load as the
-    profile's loops do, the least a loop with workers used (a run's tree, or the profile's all-cores loop) is the
-    CPU limit, above the one-worker loop's figure too; with a step in the runs, their CPU holds the step's."""
+    profile's loops do, the least a run with workers used (its whole tree, over seconds) is the CPU limit, above the
+    one-worker loop's figure too; with a step in the runs, their CPU holds the step's."""
     fast_moment, slow_moment = profile(worker_cpu_s=0.00093), profile(worker_cpu_s=0.00102)
     runs = Machine(cores=2, batch_size=10, cpu_s_per_sample_seen=0.00115)
     bounds = [CeilingModel(p, runs).ceiling_range().high for p in (fast_moment, slow_moment)]
     assert bounds[0] == pytest.approx(bounds[1]) == pytest.approx(2 / 0.00115 * 1.05)
-    with_loop = CeilingModel(profile(worker_cpu_s=0.00093, all_cores_cpu_s=0.00112), runs)
-    assert next(l for l in with_loop.limits() if l.name == "CPU").rate == pytest.approx(2 / 0.00112)
     alone = CeilingModel(profile(worker_cpu_s=0.00093), Machine(cores=2, batch_size=10))  # no loop with workers yet
     assert alone.ceiling().rate == pytest.approx(2 / (0.00093 + 0.00005))
     stepped = CeilingModel(fast_moment, dataclasses.replace(runs, step_s_per_batch=0.002))
@@ -650,16 +648,3 @@ def test_a_loops_thirds_hold_whole_rounds_of_its_workers_batches():
     assert max(cut) / min(cut) > 1.1
     assert _segment_rates(arrivals, 3, round_size=2) == pytest.approx([20.0] * 3, rel=0.03)
 
-
-def test_the_all_cores_loop_reads_what_a_sample_cost_its_workers_and_receiving():
-    """A sample that burns 1 ms of CPU: the all-cores loop's CPU per sample (its workers' every thread, the main
-    thread's receiving) is that and the per-batch costs (1.17-1.24 ms beside a process burning a core); one that
-    sleeps 2 ms costs a small part of its wall."""
-    from loaderexp.data.calibration import BurnDataset
-    from loaderexp.harness.profile_loops import all_cores_loop
-
-    loop = all_cores_loop(BurnDataset(num_samples=2000, burn_ms=1.0), list(range(2000)), 8, None, 2, 0.001, 0.6)
-    assert len(loop.rates) == 3 and 0.00099 <= loop.cpu_s <= 0.0015
-    asleep = all_cores_loop(SleepDataset(num_samples=2000, sleep_ms=2.0), list(range(2000)), 8, None, 2, 0.002, 0.6)
-    assert len(asleep.rates) == 3 and asleep.cpu_s < 0.0004
-    assert all_cores_loop(BurnDataset(num_samples=2000), list(range(2000)), 8, None, 1, 0.001, 0.6).cpu_s is None

@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset
 
 from loaderexp.harness.profile_lighter import Whole, lighter_pipelines
-from loaderexp.harness.profile_loops import (Clock, WorkerFigures, all_cores_loop, clock_overhead, single_process,
+from loaderexp.harness.profile_loops import (Clock, WorkerFigures, all_cores_rates, clock_overhead, single_process,
                                             worker_figures)
 from loaderexp.harness.stages import Stage, StageProfile
 
@@ -251,8 +251,7 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
         worker = worker_figures(dataset, checked, per_sample, batch_size, collate_fn, 0.15 * budget_s) or \
             WorkerFigures(sum(s.cpu_s for s in stages), per_sample, 0.0, "the stages alone (no batch came from a "
                           "worker)", 0.0)
-        all_cores = all_cores_loop(dataset, checked, batch_size, collate_fn, cores, worker.wall_s, 0.2 * budget_s)
-        rates = all_cores.rates
+        rates = all_cores_rates(dataset, checked, batch_size, collate_fn, cores, worker.wall_s, 0.2 * budget_s)
         whole = Whole(single_wall, worker, statistics.median(rates) if rates else None)
         lighter = lighter_pipelines(dataset, stages, checked, batch_size, collate_fn, cores, 0.45 * budget_s, whole)
         pin = _pin_cost(batch)
@@ -266,5 +265,5 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
                         worker_wall_s=worker.wall_s, main_cpu_s_per_batch=worker.main_cpu_s_per_batch,
                         worker_basis=worker.basis, all_cores_rate=statistics.median(rates) if rates else None,
                         pin_s_per_batch=pin, cores=cores, seconds=time.perf_counter() - started,
-                        all_cores_rates=rates, all_cores_cpu_s=all_cores.cpu_s, worker_cpu_spread=worker.spread,
-                        single_spread=single_spread, lighter=lighter)
+                        all_cores_rates=rates, worker_cpu_spread=worker.spread, single_spread=single_spread,
+                        lighter=lighter)

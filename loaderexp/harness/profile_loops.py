@@ -234,20 +234,11 @@ def one_per_core(cores: float) -> int:
     return max(1, math.ceil(cores - 1e-9))
 
 
-@dataclass
-class AllCoresLoop:
-    """One worker per usable core: its rate over each third, and what a sample cost it in CPU."""
-
-    rates: list[float]  # samples/s over each third of the loop
-    cpu_s: Optional[float]  # per sample: its workers' CPU (every thread) and the main thread's receiving
-
-
-def all_cores_loop(dataset: Any, indices: list[int], batch_size: Optional[int], collate: Optional[Callable],
-                   cores: float, worker_wall_s: float, budget_s: float, own_batch: bool = False) -> AllCoresLoop:
+def all_cores_rates(dataset: Any, indices: list[int], batch_size: Optional[int], collate: Optional[Callable],
+                    cores: float, worker_wall_s: float, budget_s: float, own_batch: bool = False) -> list[float]:
     """Samples/s over each third of a loop with one worker per usable core, when a few rounds of them fit the
     budget: what the cores really do together (a shared host, hyperthreads, the main process waiting for a
-    core), which the stage costs alone cannot tell; the thirds say how steady it was.  Its CPU per sample is a
-    cost the cores were seen to pay with all of them busy: a bound on what they can do is the cores over it.
+    core), which the stage costs alone cannot tell; the thirds say how steady it was.
 
     ``own_batch``: at the run's batch, however long its fewest batches take, where the rate itself is the
     figure (not only the cores' efficiency): a smaller batch spreads the per-batch costs (collate, the
@@ -256,16 +247,8 @@ def all_cores_loop(dataset: Any, indices: list[int], batch_size: Optional[int], 
     batch = batch_size if own_batch else timed_batch(batch_size, worker_wall_s / workers, budget_s,
                                                      batches=MIN_TIMED + workers)
     if workers < 2 or len(indices) < 4 * workers * (batch or 1):
-        return AllCoresLoop([], None)
+        return []
     loop = workers_loop(dataset, indices, batch, collate, workers, budget_s)
     if loop is None:
-        return AllCoresLoop([], None)
-    rates = [rate * (batch or 1) for rate in loop.segment_rates] or ([(batch or 1) / loop.wall_s] if loop.wall_s else [])
-    cpu = (loop.worker_cpu_s + loop.main_cpu_s) / (batch or 1)
-    return AllCoresLoop(rates, cpu if cpu > 0 else None)
-
-
-def all_cores_rates(dataset: Any, indices: list[int], batch_size: Optional[int], collate: Optional[Callable],
-                    cores: float, worker_wall_s: float, budget_s: float, own_batch: bool = False) -> list[float]:
-    """:func:`all_cores_loop`'s rates alone."""
-    return all_cores_loop(dataset, indices, batch_size, collate, cores, worker_wall_s, budget_s, own_batch).rates
+        return []
+    return [rate * (batch or 1) for rate in loop.segment_rates] or ([(batch or 1) / loop.wall_s] if loop.wall_s else [])

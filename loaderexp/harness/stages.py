@@ -57,7 +57,6 @@ class StageProfile:
     seconds: float = 0.0  # what the pass cost
     notes: list[str] = field(default_factory=list)
     all_cores_rates: list[float] = field(default_factory=list)  # samples/s over each third of the all-cores loop
-    all_cores_cpu_s: Optional[float] = None  # per sample in the all-cores loop: its workers' CPU and the receiving
     worker_cpu_spread: float = 0.0  # the one-worker loop's two halves' CPU per sample apart (relative)
     single_spread: float = 0.0  # the loop without workers: its batches' walls, IQR / median
     lighter: list[Lighter] = field(default_factory=list)  # the costliest operations, each left out and measured

@@ -44,7 +44,7 @@ class Machine:
 
 
 MIN_UNCERTAINTY = 0.05  # a limit from costs measured in short loops is known to about this much at best
-LIGHTER_UNCERTAINTY = 0.40  # a lighter pipeline's loops vs bare loops: mostly within 15%, at worst +35.2% (2 workers)
+LIGHTER_UNCERTAINTY = 0.45  # a lighter pipeline's loops vs bare loops: mostly within 15%, at worst +42.5% (1 worker)
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class CeilingModel:
         self.single_wall_s = max(profile.single_wall_s - removed_wall, 1e-12)
         self.single_cpu_s = max(profile.single_cpu_s - removed_cpu, 1e-12)
         self.receive_s = profile.main_cpu_s_per_batch or 0.0
-        seen = min((c for c in (machine.cpu_s_per_sample_seen, profile.all_cores_cpu_s) if c), default=None)
+        seen = machine.cpu_s_per_sample_seen
         self.seen_cpu_s = max(seen - removed_cpu, 1e-12) if seen else None
         self.lighter = profile.without(next(iter(left_out))) if len(left_out) == 1 else None
         if self.lighter is not None:  # the pipeline without the stage was measured: its own loops, not a subtraction
@@ -137,8 +137,8 @@ class CeilingModel:
         basis = f"the main process's share {1000 * self.receive_s / batch:.3f}"
         if self._cpu_from_runs():
             cpu_per_sample = self.seen_cpu_s
-            basis = ("the least a loop with workers used: this sweep's runs, each its whole process tree, and the "
-                     "profile's all-cores loop" + (", less the stages left out" if self.left_out else ""))
+            basis = ("the least a run of this sweep used with workers, its whole process tree"
+                     + (", less the stages left out" if self.left_out else ""))
         found = [Limit("CPU", m.cores / cpu_per_sample,
                        f"{m.cores:g} usable cores / {1000 * cpu_per_sample:.3f} ms CPU per sample ({basis})",
                        "more cores, or less CPU per sample" + (f": the costliest stage is {costliest}" if costliest
@@ -163,11 +163,11 @@ class CeilingModel:
         return min(with_workers, self.single_cpu_s) if self.machine.ranks > 1 else with_workers
 
     def _cpu_from_runs(self) -> bool:
-        """The CPU limit rests on the least CPU a sample cost in loops with workers: no loop beats the cores over
-        its own cost.  Always when below the one-worker loop's (which met a slower moment); when the runs load as
-        the profile's loops do (one rank, no step, no copy), also when above: they read it over seconds, where the
-        one-worker loop's second moved two identical JPEG sweeps' bounds 9.6% apart (2.041 and 2.237 ms a
-        sample; their runs 2.35 to 2.46).  A what-if keeps the lower (the cost left out is the profile's)."""
+        """The CPU limit rests on the least CPU a sample cost in the sweep's runs with workers: no run beats the
+        cores over its own cost.  Always when below the one-worker loop's (which met a slower moment); when the
+        runs load as the profile's loops do (one rank, no step, no copy), also when above: they read it over
+        seconds, where the one-worker loop's second moved two identical JPEG sweeps' bounds 9.6% apart (2.041 and
+        2.237 ms a sample).  A what-if keeps the lower (the cost left out is the profile's)."""
         if self.seen_cpu_s is None or self.seen_cpu_s < self.cpu_per_sample():
             return self.seen_cpu_s is not None
         m = self.machine
