@@ -27,7 +27,9 @@ SHARE = 0.20
 LEAST_S = 0.00005  # ... and at least 0.05 ms a sample (below, the loops could not tell it from their noise)
 MOST = 2  # the costliest two: they share the lighter pipelines' part of the profiling budget
 PAIR_S = 0.4  # the longest an all-cores loop of the whole pipeline may take at the run's batch
-SHARES = {"single": 0.1, "worker": 0.2, "all_cores": 0.3}  # of an operation's budget, each loop of its pairs
+# Of an operation's budget, each loop of its pairs: two single and two worker loops, four all-cores ones, 1.8x the
+# budget in all (and each loop with workers starts them): the pass runs past bench.profile_s by that much
+SHARES = {"single": 0.1, "worker": 0.2, "all_cores": 0.3}
 
 
 def without(transform: Any, index: int) -> Optional[Callable]:
@@ -60,10 +62,10 @@ class Whole:
 
 def lighter_pipelines(dataset: Any, stages: list[Stage], indices: list[int], batch_size: Optional[int],
                       collate: Optional[Callable], cores: float, budget_s: float, whole: Whole) -> list[Lighter]:
-    """Each costly operation left out in turn, the lighter pipeline timed beside the whole one, within about
-    ``budget_s`` in all: each kind of loop twice, whole and lighter back to back at the same batch (in the order
-    whole-lighter, lighter-whole, whole-lighter; the all-cores loops, whose ratio is the what-if at the cores,
-    twice more, lighter-whole), and the lighter's figures put on ``whole``'s moment by the pairs' ratio.  A loop
+    """Each costly operation left out in turn, the lighter pipeline timed beside the whole one, in about 1.8 x
+    ``budget_s`` in all (:data:`SHARES`): each kind of loop twice, whole and lighter back to back at the same batch
+    (in the order whole-lighter, lighter-whole, whole-lighter; the all-cores loops, whose ratio is the what-if at the
+    cores, twice more, lighter-whole), and the lighter's figures put on ``whole``'s moment by the pairs' ratio.  A loop
     of a tenth of a second meets the host's moment; two side by side meet the same one, and the same short loop's
     start effects, which their ratio leaves out."""
     transform = getattr(dataset, "transform", None)
