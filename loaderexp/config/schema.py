@@ -128,8 +128,7 @@ class BenchConfig:
     # read on, unmeasured, to the epoch's end for an epoch's memory when that takes at most this long (else projected)
     memory_epoch_s: float = bounded(30.0, ge=0)
     host_wait_s: float = bounded(3600.0, ge=0)
-    # the profiling pass (stage costs, the ceiling model): about this long (up to 2x with a measured what-if), once per
-    # dataset, transform and batch size
+    # the profiling pass (stage costs, the model): about this long, 2x with a measured what-if; once per data+batch size
     profile_s: float = bounded(2.0, ge=0)
     predict: bool = False  # a num_workers grid: measure the predicted knee, its neighbours and 1 worker, predict the rest
     # at a sweep's end, the pick races its rivals side by side about this long (less once decided, 3x if not; 0: off)
