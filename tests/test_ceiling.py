@@ -649,7 +649,6 @@ def test_a_loops_thirds_hold_whole_rounds_of_its_workers_batches():
     assert _segment_rates(arrivals, 3, round_size=2) == pytest.approx([20.0] * 3, rel=0.03)
 
 
-
 def test_the_all_cores_loop_past_the_bound_within_its_own_thirds_is_not_a_model_failure():
     """Run K: the runs' CPU put a JPEG sweep's bound at 785 samples/s, and the profile's all-cores loop (tenths of a
     second) read 790 on the median of its thirds: inside its own spread, so the ceiling is at least what it did,

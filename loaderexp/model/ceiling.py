@@ -162,14 +162,14 @@ class CeilingModel:
         return min(with_workers, self.single_cpu_s) if self.machine.ranks > 1 else with_workers
 
     def _cpu_from_runs(self) -> bool:
-        """The CPU limit rests on the least CPU a sample cost in the sweep's runs with workers (no run beats the
-        cores over its own cost): when below the one-worker loop's, and also above it where the runs load as that
-        loop does (one rank, no step, no copy): they read it over seconds, where its second put two identical JPEG
-        sweeps' bounds 9.6% apart (2.041 and 2.237 ms).  A what-if keeps the lower (its cut is the profile's)."""
-        if self.seen_cpu_s is None or self.seen_cpu_s < self.cpu_per_sample():
-            return self.seen_cpu_s is not None
+        """The CPU limit rests on the least CPU a sample cost in the sweep's runs with workers (none beats the cores
+        over its own cost) when below the one-worker loop's, and where the runs load as that loop does also above it:
+        read over seconds, where its second put two identical JPEG sweeps' bounds 9.6% apart.  A what-if: the lower."""
+        if self.seen_cpu_s is None:
+            return False
         m = self.machine
-        return not self.left_out and m.ranks == 1 and not (m.step_s_per_batch or m.copy_gb_per_s)
+        loads_as_the_loop = not self.left_out and m.ranks == 1 and not (m.step_s_per_batch or m.copy_gb_per_s)
+        return loads_as_the_loop or self.seen_cpu_s < self.cpu_per_sample()
 
     def _storage(self) -> Limit:
         m = self.machine
@@ -231,8 +231,8 @@ class CeilingModel:
         """At most the binding limit with its uncertainty, at least the best rate seen (``seen``: the sweep's runs,
         name -> samples/s; the profile's loops too where the run has no step or copy, else they meet loading's)."""
         limit, u = self.ceiling(), self.uncertainty()
-        loops, all_cores = {"the profile's loop without workers": 1.0 / self.single_wall_s}, \
-            f"the profile's loop with {self.profile.cores:g} workers"
+        loops = {"the profile's loop without workers": 1.0 / self.single_wall_s}
+        all_cores = f"the profile's loop with {self.profile.cores:g} workers"
         rates = self.lighter.all_cores_rate if self.lighter is not None else self.profile.all_cores_rate
         if rates and (self.lighter is not None or not self.left_out):
             loops[all_cores] = rates
@@ -241,8 +241,8 @@ class CeilingModel:
         if not m.step_s_per_batch and not m.copy_gb_per_s:  # the run loads as the profile's loops do
             where, best = max({**loops, **(seen or {})}.items(), key=lambda item: item[1])
             # The all-cores loop lasts tenths of a second: past the bound within its thirds' spread is its noise
-            surely = {**loops, **({all_cores: min(self.profile.all_cores_rates)} if all_cores in loops and
-                                  self.lighter is None and self.profile.all_cores_rates else {})}
+            surely = {**loops, all_cores: min(self.profile.all_cores_rates)} if all_cores in loops and \
+                self.lighter is None and self.profile.all_cores_rates else loops
             failure = self._over(*max({**surely, **(seen or {})}.items(), key=lambda item: item[1]), limit, high)
         else:  # the run steps or copies, the loops do not: they are held against what loading alone allows
             loading = self.with_machine(step_s_per_batch=None, copy_gb_per_s=None)
