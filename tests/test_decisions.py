@@ -220,13 +220,14 @@ def test_a_sweeps_jobs_stop_at_fewer_windows_only_when_a_race_will_tell_its_clos
         return windows_before_a_race(composed_spec(compose(overrides)), job).bench.max_repeats
 
     in_sweep, alone = JobContext(tmp_path / "0", index=0, total=4), JobContext(tmp_path)
-    assert most([], in_sweep) == 5  # raced: bench.raced_max_repeats
+    assert most([], in_sweep) == 3  # raced: bench.raced_max_repeats
     assert most([], alone) == 10  # a single run is not raced
     assert most([], JobContext(tmp_path / "0", index=0, total=1)) == 10  # a sweep of one has no rival
     assert most(["bench.confirm_s=0"], in_sweep) == 10  # no race
     assert most(["bench.raced_max_repeats=null"], in_sweep) == 10
-    assert most(["bench.max_repeats=4"], in_sweep) == 4  # never more than max_repeats
-    assert most(["bench.raced_max_repeats=1"], in_sweep) == 3  # never fewer than min_repeats
+    assert most(["bench.max_repeats=4", "bench.raced_max_repeats=6"], in_sweep) == 4  # never more than max_repeats
+    assert most(["bench.raced_max_repeats=1", "bench.min_repeats=2"], in_sweep) == 2  # never fewer than min_repeats
+    assert most(["bench.raced_max_repeats=5"], in_sweep) == 5
     fixed = windows_before_a_race(composed_spec(compose(["bench.repeats=7"])), in_sweep).bench
     assert (fixed.repeats, fixed.max_repeats) == (7, 10)  # a fixed count stays fixed
 

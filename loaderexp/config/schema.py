@@ -110,7 +110,7 @@ class BenchConfig:
     min_repeats: int = bounded(3, ge=1)  # adaptive: at least this many windows
     max_repeats: int = bounded(10, ge=1)  # adaptive: at most this many windows
     # adaptive, a job of a sweep that races its pick (confirm_s > 0): at most this many windows (null: max_repeats)
-    raced_max_repeats: Optional[int] = bounded(5, ge=1, rule="null (max_repeats) or >= 1")
+    raced_max_repeats: Optional[int] = bounded(3, ge=1, rule="null (max_repeats) or >= 1")
     precision: float = bounded(0.05, gt=0)  # adaptive: stop once IQR/median across repeats is at most this
     noise_threshold: float = bounded(0.10, ge=0)  # IQR/median above this flags the run as noisy
     # seeds the sampler's order, the data and the transforms (and the datasets that take it)
