@@ -63,3 +63,11 @@ def test_passenger_takes_one_batch_per_driver_batch_across_epochs():
     assert passenger_loader.epochs == 3
     assert passenger.batch == (2 + 5 - 1) % 3  # the last batch it fetched, kept as a bare loop keeps it
     assert passenger.own > 0 and passenger.driver > 0 and passenger.ratio() == passenger.own / passenger.driver
+
+
+def test_race_stopping_prints_both_rules_for_each_lead():
+    """Simulated, so fast and host-free: each row has both rules' times and how often the cheaper side was kept."""
+    done = run_script("race_stopping.py", "--quick", "--races", "60")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.strip().startswith(("+0%", "+5%", "+15%"))]
+    assert len(rows) == 3 and all(line.count("%") == 4 for line in rows), done.stdout

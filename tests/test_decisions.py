@@ -120,6 +120,29 @@ def test_a_tie_ends_once_the_rounds_the_budget_holds_could_not_put_the_pick_out(
     assert behind.alive == [0, 1] and not behind.out_of_reach(4)
 
 
+def test_a_tie_ends_once_the_rounds_left_are_unlikely_to_put_the_pick_out_at_the_lead_read_so_far():
+    """3 workers read 3% ahead of the pick (2) with 10% noise a round: were 3 truly 9% ahead (the interval's far
+    end), 24 more rounds could put the pick out, so the race would go on to its budget; at the 3% read so far they
+    are unlikely to (conditional power under 10%): it ends.  Not on the first pass's 4 rounds (a lead read on 0.25 s
+    windows is too rough), nor when the lead read is beyond the tolerance (6%, 12%): more rounds are to show it."""
+    from loaderexp.track.race_rules import Race
+
+    noise = [1.12, 0.90, 1.10, 0.91, 1.11, 0.92, 1.09, 0.90]
+
+    def race(lead: float, rounds: int) -> Race:
+        standing = Race([_run(2, 1000), _run(3, 1000 * (1 + lead))], TOLERANCE)
+        standing.add([[1000.0] * rounds, [1000 * (1 + lead) * f for f in noise[:rounds]]])
+        assert standing.alive == [0, 1] and standing.pick == 0 and not standing.pick_stands()
+        return standing
+
+    tie = race(0.03, 8)
+    assert not tie.out_of_reach(24) and tie.futile(24)
+    assert tie.stop(elapsed=9.0, pass_s=4.2, racing=2, seconds=15.0) == "futile"
+    assert not race(0.03, 4).futile(24)
+    assert not race(0.06, 8).futile(24) and not race(0.12, 8).futile(24)
+    assert race(0.06, 8).stop(elapsed=9.0, pass_s=4.2, racing=2, seconds=15.0) is None
+
+
 def _confirmed(monkeypatch, items, true_rate):
     """``confirm_pick`` on ``items`` with every race run on ``true_rate`` (workers -> rate, 1% noise): the sides of
     each race, and the confirmation."""

@@ -7,7 +7,8 @@ resumed), every other one in the reverse order; after a pass, a setting shown sl
 tolerance with 95% confidence is out.  The race ends as soon as one setting is left, or all still in are shown within
 the tolerance of the leader, or none still in can put the pick out any more (each is shown not to beat it by the
 tolerance, or reads no faster than it over a pass), or the rounds the budget still holds could not put it out
-(:meth:`Race.out_of_reach`); else after about ``bench.confirm_s``.  The pick is then the cheapest setting still in
+(:meth:`Race.out_of_reach`) or, at the lead read so far, are unlikely to (:meth:`Race.futile`); else after about
+``bench.confirm_s``.  The rules are :mod:`loaderexp.track.race_rules`'.  The pick is then the cheapest setting still in
 (fewest workers), the rule of :meth:`Difference.verdict`: fewer workers stand unless shown slower.  While the
 cheapest one's interval cannot tell, is wider than the tolerance and its mean lies beyond it (more rounds may put it
 out), more passes, up to ``EXTEND`` x the budget; still undecided, the cheaper setting stands and the report says the
@@ -24,9 +25,7 @@ is x12.7, and on CIFAR-10 two rounds put out 3 of 6 rivals 34-47% slower where f
 from __future__ import annotations
 
 import logging
-import math
 import socket
-import statistics
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -40,14 +39,12 @@ from loaderexp.report.confirm import (Comparison, Confirmation, fastest_rival, f
                                       more_workers_rival)
 from loaderexp.result import TOLERANCE, RunFacts, RunResult
 from loaderexp.result import metrics as M
-from loaderexp.result.paired import Difference, Verdict, paired_difference, t95
+from loaderexp.track.race_rules import EXTEND, PASS_ROUNDS, Race
 
 log = logging.getLogger("loaderexp")
 
 
-EXTEND = 3  # a pick still too wide to decide gets more passes, up to this many times bench.confirm_s in all
 MAX_SIDES = 5  # the pick, the fastest run, and the nearest fewer-workers runs
-PASS_ROUNDS = 4  # a pass: rounds in alternating order, so a steady drift favours no side; then who is out
 # The first pass's windows are short: it puts out the settings far behind.  Those that are close stay for passes of
 # longer windows: 3 against 2 workers on 2 cores vary 9% from one 0.25 s window to the next, 3-5% at 0.5 s.
 FIRST_WINDOW_S, WINDOW_S = 0.25, 0.5
@@ -75,102 +72,6 @@ def fewer_workers(side: RunResult, finished: Sequence[RunResult], most: int) -> 
     return found
 
 
-class Race:
-    """The sides' rates round by round, which are still in, and each one's difference from the leader."""
-
-    def __init__(self, sides: Sequence[RunResult], tolerance: float):
-        self.sides, self.tolerance = list(sides), tolerance
-        self.rates: list[list[float]] = [[] for _ in sides]
-        self.alive = list(range(len(sides)))
-        self.out_after: dict[int, int] = {}  # side -> rounds it ran before it was out
-        self.differences: dict[int, tuple[int, Difference]] = {}  # side -> (the leader it was read against, it)
-        self.leader = 0
-
-    def add(self, rates: Sequence[Sequence[float]]) -> None:
-        """One pass's rates of the sides still in; then the leader, the differences, and who is out."""
-        for index, side_rates in zip(self.alive, rates):
-            self.rates[index].extend(side_rates)
-        self.leader = max(self.alive, key=lambda i: statistics.median(self.rates[i]))
-        for index in self.alive:
-            if index != self.leader:
-                self.differences[index] = self.leader, paired_difference(self.rates[self.leader], self.rates[index])
-        out = [i for i in self.alive if i != self.leader
-               and self.differences[i][1].verdict(self.tolerance) is Verdict.SLOWER]
-        for index in out:
-            self.out_after[index] = len(self.rates[index])
-        self.alive = [i for i in self.alive if i not in out]
-
-    @property
-    def pick(self) -> int:
-        """The cheapest side still in: fewest workers, then the faster."""
-        return min(self.alive, key=lambda i: (self.sides[i].workers, -statistics.median(self.rates[i])))
-
-    def undecided(self) -> bool:
-        """The pick's interval cannot tell it from the leader's, is wider than the tolerance, and its mean lies
-        beyond the tolerance: more rounds may show it slower and change the pick.  A mean within the tolerance
-        would leave the pick standing however narrow the interval grew (the rule puts a side out only when
-        its whole interval is beyond): more rounds could not change the answer."""
-        if self.pick == self.leader:
-            return False
-        difference = self.differences[self.pick][1]
-        return difference.verdict(self.tolerance) is Verdict.CANNOT_TELL and \
-            difference.high - difference.low > 2 * self.tolerance and difference.mean < -self.tolerance
-
-    def settled(self) -> bool:
-        """Every side still in is within the tolerance of the leader: more rounds would not change the pick."""
-        return all(self.differences[i][1].verdict(self.tolerance) is Verdict.SAME
-                   for i in self.alive if i != self.leader)
-
-    def pick_stands(self) -> bool:
-        """Every other side still in is shown, with 95% confidence, not to beat the pick by the tolerance, or has
-        more workers and reads no faster than the pick: none can put it out (the rule puts a side out only when
-        shown slower beyond the tolerance), and none is cheaper (the pick is the cheapest still in).  A costlier
-        side reading no faster would need later rounds to move its mean past the tolerance to change the answer;
-        racing it to tell a tie apart cost 8-16 rounds (3 against 2 workers on 2 cores vary 3-9% a window)."""
-        pick = self.pick
-        for index in self.alive:
-            if index == pick:
-                continue
-            difference = paired_difference(self.rates[index], self.rates[pick])  # the pick against the rival
-            no_faster = self.sides[index].workers > self.sides[pick].workers and difference.mean >= 0 \
-                and difference.pairs >= PASS_ROUNDS  # a pass of rounds: two are too few to read a mean on
-            if difference.low <= -self.tolerance and not no_faster:
-                return False
-        return True
-
-    def out_of_reach(self, rounds_left: int) -> bool:
-        """The rounds the budget still holds cannot put the pick out: were each rival's true lead over it the
-        high end of today's interval, the pick's interval after those rounds (today's spread, t for all the rounds)
-        would still reach inside the tolerance.  A tie (3 workers against 2 on 2 cores: +1.2%, CI -7.6..+10.0
-        after 12 rounds) otherwise races on to the budget only to say "cannot tell" of a pick that stands."""
-        pick = self.pick
-        for index in self.alive:
-            if index == pick:
-                continue
-            difference = paired_difference(self.rates[index], self.rates[pick])  # the pick against the rival
-            rounds = difference.pairs
-            if rounds < 2 or not math.isfinite(difference.low):
-                return False
-            spread = (difference.mean - difference.low) / t95(rounds - 1) * math.sqrt(rounds)
-            total = rounds + rounds_left
-            if difference.low + t95(total - 1) * spread / math.sqrt(total) <= -self.tolerance:
-                return False
-        return True
-
-    def comparisons(self) -> list[Comparison]:
-        """Each side against the leader it was last read against (a side put out keeps the leader of its pass); the
-        pick's marked accepted when it is not the leader."""
-        found = []
-        for index, side in enumerate(self.sides):
-            if index == self.leader:
-                continue
-            leader, difference = self.differences[index]
-            rounds = self.out_after.get(index)
-            why = f"out after {rounds} rounds" if rounds else f"raced {len(self.rates[index])} rounds"
-            found.append(Comparison(self.sides[leader].params, side.params, why, difference, index == self.pick))
-        return found
-
-
 def race(sides: Sequence[RunResult], folders: Sequence[Path], seconds: float, tolerance: float = TOLERANCE) -> Race:
     """``sides`` (measured in ``folders``, as they were configured) raced in passes of a pair of interleaved rounds,
     a side shown slower put out after each: until one is left or all still in are within the tolerance of the
@@ -187,18 +88,12 @@ def race(sides: Sequence[RunResult], folders: Sequence[Path], seconds: float, to
             paired = compare_specs([specs[i] for i in standing.alive], PASS_ROUNDS, window_s)
             standing.add(paired.rates)
             now = time.monotonic()
-            if len(standing.alive) == 1 or standing.settled() or standing.pick_stands():
-                return standing
-            if now - started >= seconds and not standing.undecided():
-                return standing
-            # A pass of the sides still in costs at most what this one did a side (its windows may be shorter).
-            budget, next_pass_s = (EXTEND if standing.undecided() else 1) * seconds, \
-                (now - begun) * len(standing.alive) / racing
-            if standing.out_of_reach(PASS_ROUNDS * max(math.ceil((budget - (now - started)) / next_pass_s), 0)):
-                log.info("confirming the pick: the time left cannot show num_workers=%d slower beyond the "
-                         "tolerance; it stands", standing.sides[standing.pick].workers)
-                return standing
-            if now - started + (now - begun) > EXTEND * seconds:
+            why = standing.stop(now - started, now - begun, racing, seconds)
+            if why in ("out of reach", "futile"):
+                log.info("confirming the pick: the time left %s show num_workers=%d slower beyond the tolerance; "
+                         "it stands", "cannot" if why == "out of reach" else "is unlikely to",
+                         standing.sides[standing.pick].workers)
+            if why is not None:
                 return standing
             if now - started >= seconds and not said:
                 log.info("confirming the pick: %d settings still in, the cheapest cannot be told from the leader "
