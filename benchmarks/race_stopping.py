@@ -67,7 +67,8 @@ def main() -> None:
     saved = race_rules.FUTILE_AFTER
     try:
         for noise in args.noise[:1] if args.quick else args.noise:
-            print(f"window noise x{noise:g} ({args.races} races a row; tolerance {TOLERANCE:.0%}, budget {BUDGET_S:g} s)")
+            print(f"window noise x{noise:g} ({args.races} races a row; tolerance {TOLERANCE:.0%}, "
+                  f"budget {BUDGET_S:g} s)")
             print("  3's true lead   without the futility rule: mean / p90 s, 2 kept   with it: mean / p90 s, 2 kept"
                   "   time saved")
             for lead in leads:

@@ -8,7 +8,7 @@ tolerance with 95% confidence is out.  The race ends as soon as one setting is l
 the tolerance of the leader, or none still in can put the pick out any more (each is shown not to beat it by the
 tolerance, or reads no faster than it over a pass), or the rounds the budget still holds could not put it out
 (:meth:`Race.out_of_reach`) or, at the lead read so far, are unlikely to (:meth:`Race.futile`); else after about
-``bench.confirm_s``.  The rules are :mod:`loaderexp.track.race_rules`'.  The pick is then the cheapest setting still in
+``bench.confirm_s`` (the rules: :mod:`loaderexp.track.race_rules`).  The pick is then the cheapest setting still in
 (fewest workers), the rule of :meth:`Difference.verdict`: fewer workers stand unless shown slower.  While the
 cheapest one's interval cannot tell, is wider than the tolerance and its mean lies beyond it (more rounds may put it
 out), more passes, up to ``EXTEND`` x the budget; still undecided, the cheaper setting stands and the report says the
