@@ -143,6 +143,34 @@ def test_a_tie_ends_once_the_rounds_left_are_unlikely_to_put_the_pick_out_at_the
     assert race(0.06, 8).stop(elapsed=9.0, pass_s=4.2, racing=2, seconds=15.0) is None
 
 
+def test_the_confirmation_says_why_its_race_ended_and_keeps_it_in_its_record(tmp_path):
+    """Each way a race ends has its words; the confirmation keeps them in confirmation.json (a record written before
+    they existed reads as none) and its text says them beside the race's seconds."""
+    import json
+
+    from loaderexp.track.race_rules import ENDED, Race
+
+    one_left = Race([_run(2, 1000), _run(1, 600)], TOLERANCE)
+    one_left.add([[1000, 1010, 990, 1000], [600, 610, 590, 605]])
+    assert one_left.stop(elapsed=4.0, pass_s=4.0, racing=2, seconds=15.0) == "one left"
+    settled = Race([_run(3, 1000), _run(2, 995)], TOLERANCE)
+    settled.add([[1000, 1000, 1000, 1000], [998, 996, 997, 995]])
+    assert settled.stop(elapsed=4.0, pass_s=4.0, racing=2, seconds=15.0) == "settled"
+    assert set(ENDED) >= {"one left", "settled", "pick stands", "budget", "out of reach", "futile", "bound"}
+
+    done = Confirmation([], pick={"loader.num_workers": 2}, seconds=9.6, ended=ENDED["futile"])
+    (tmp_path / "confirmation.json").write_text(json.dumps(done.to_dict()))
+    assert Confirmation.read(tmp_path).ended == ENDED["futile"]
+    older = done.to_dict()
+    del older["ended"]
+    assert Confirmation.from_dict(older).ended == ""
+    shown = Confirmation([Comparison({"loader.num_workers": 3}, {"loader.num_workers": 2}, "raced 8 rounds",
+                                     Difference(mean=-0.01, low=-0.12, high=0.10, pairs=8), accepted=True)],
+                         pick={"loader.num_workers": 2}, seconds=9.6, ended=ENDED["futile"])
+    assert "(interleaved windows on this host, 10 s; it ended when the rounds its budget still held were unlikely" \
+        in shown.text(["loader.num_workers"], TOLERANCE)
+
+
 def _confirmed(monkeypatch, items, true_rate):
     """``confirm_pick`` on ``items`` with every race run on ``true_rate`` (workers -> rate, 1% noise): the sides of
     each race, and the confirmation."""

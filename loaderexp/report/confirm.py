@@ -78,16 +78,17 @@ class Confirmation:
     pick: Optional[dict[str, Any]] = None  # the params of the pick that stands
     note: str = ""  # why it was not (fully) confirmed
     seconds: float = 0.0
+    ended: str = ""  # why the (last) race ended, in words
 
     def to_dict(self) -> dict[str, Any]:
         return {"comparisons": [c.to_dict() for c in self.comparisons], "pick": self.pick, "note": self.note,
-                "seconds": self.seconds}
+                "seconds": self.seconds, "ended": self.ended}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Confirmation":
         comparisons = [Comparison(c["base"], c["rival"], c["why"], Difference(**c["difference"]), c["accepted"])
                        for c in data.get("comparisons", [])]
-        return cls(comparisons, data.get("pick"), data.get("note", ""), data.get("seconds", 0.0))
+        return cls(comparisons, data.get("pick"), data.get("note", ""), data.get("seconds", 0.0), data.get("ended", ""))
 
     def picked(self, results: Sequence[RunResult]) -> Optional[RunResult]:
         """The run of ``results`` the pick names (its params, inert ones left out on both sides); None without
@@ -122,7 +123,8 @@ class Confirmation:
     def text(self, keys: Sequence[str], tolerance: float) -> str:
         if not self.comparisons:
             return f"Not confirmed side by side: {self.note}" if self.note else ""
-        lines = [f"Confirmed side by side (interleaved windows on this host, {self.seconds:.0f} s):"]
+        ended = f"; it ended when {self.ended}" if self.ended else ""
+        lines = [f"Confirmed side by side (interleaved windows on this host, {self.seconds:.0f} s{ended}):"]
         for c in self.comparisons:
             d = c.difference
             lines.append(f"  {setting_text(c.rival, keys)} ({c.why}) against {setting_text(c.base, keys)}: "

@@ -39,7 +39,7 @@ from loaderexp.report.confirm import (Comparison, Confirmation, fastest_rival, f
                                       more_workers_rival)
 from loaderexp.result import TOLERANCE, RunFacts, RunResult
 from loaderexp.result import metrics as M
-from loaderexp.track.race_rules import EXTEND, PASS_ROUNDS, Race
+from loaderexp.track.race_rules import ENDED, EXTEND, PASS_ROUNDS, Race
 
 log = logging.getLogger("loaderexp")
 
@@ -94,6 +94,7 @@ def race(sides: Sequence[RunResult], folders: Sequence[Path], seconds: float, to
                          "it stands", "cannot" if why == "out of reach" else "is unlikely to",
                          standing.sides[standing.pick].workers)
             if why is not None:
+                standing.ended = why
                 return standing
             if now - started >= seconds and not said:
                 log.info("confirming the pick: %d settings still in, the cheapest cannot be told from the leader "
@@ -157,4 +158,5 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
                             note=f"the comparison failed: {type(error).__name__}: {str(error).splitlines()[0]}")
     for comparison in found:  # only the last race's pick is the pick
         comparison.accepted = comparison.accepted and comparison.rival == pick.params
-    return Confirmation(found, pick=pick.params, seconds=time.monotonic() - started)
+    return Confirmation(found, pick=pick.params, seconds=time.monotonic() - started,
+                        ended=ENDED.get(standing.ended, ""))

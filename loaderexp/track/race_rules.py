@@ -24,6 +24,16 @@ PASS_ROUNDS = 4  # a pass: rounds in alternating order, so a steady drift favour
 # on them alone it kept the pick in 14% of simulated races against a rival truly 15% ahead (3% from 8 rounds on)
 FUTILE_AFTER = 2 * PASS_ROUNDS
 FUTILE_BELOW = 0.10  # the chance that the rounds left put the pick out, below which they are not run
+# Why a race ended (:meth:`Race.stop`), in the report's words
+ENDED = {
+    "one left": "every rival was shown slower",
+    "settled": "every setting still in was shown within the tolerance of the leader",
+    "pick stands": "no setting still in could put the pick out",
+    "budget": "its budget (bench.confirm_s) was spent",
+    "out of reach": "the rounds its budget still held could not have put the pick out",
+    "futile": "the rounds its budget still held were unlikely to put the pick out at the lead read so far",
+    "bound": f"it reached its bound ({EXTEND}x bench.confirm_s)",
+}
 
 
 class Race:
@@ -36,6 +46,7 @@ class Race:
         self.out_after: dict[int, int] = {}  # side -> rounds it ran before it was out
         self.differences: dict[int, tuple[int, Difference]] = {}  # side -> (the leader it was read against, it)
         self.leader = 0
+        self.ended = ""  # why it ended: a key of ENDED, set by whoever ran it (:meth:`stop` says)
 
     def add(self, rates: Sequence[Sequence[float]]) -> None:
         """One pass's rates of the sides still in; then the leader, the differences, and who is out."""
@@ -140,8 +151,12 @@ class Race:
     def stop(self, elapsed: float, pass_s: float, racing: int, seconds: float) -> Optional[str]:
         """Why the race ends after this pass (None: it goes on).  ``elapsed``: the race's seconds so far, ``pass_s``
         this pass's, which ``racing`` sides ran; ``seconds`` the budget (``bench.confirm_s``)."""
-        if len(self.alive) == 1 or self.settled() or self.pick_stands():
-            return "decided"
+        if len(self.alive) == 1:
+            return "one left"
+        if self.settled():
+            return "settled"
+        if self.pick_stands():
+            return "pick stands"
         if elapsed >= seconds and not self.undecided():
             return "budget"
         budget = (EXTEND if self.undecided() else 1) * seconds
