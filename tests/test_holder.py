@@ -99,3 +99,34 @@ def test_an_interrupt_inside_a_holders_stop_still_lets_the_process_exit(tmp_path
     assert "interrupted" in done.stdout
     pid = int(done.stdout.split("first holder")[1].split()[0])
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+LEAVES_AT_ONCE = """
+import atexit, os, sys
+atexit.register(lambda: print("teardown ran", flush=True))  # the interpreter's own exit work, registered first
+import loaderexp.execute.server_exit
+pid = os.fork()
+if pid == 0:  # a child of the server exits its own way: the hook is inherited and stays quiet
+    atexit.register(lambda: print("child's teardown ran", flush=True))
+    sys.exit(0)
+os.waitpid(pid, 0)
+print("server leaving", end="")  # unflushed: the hook flushes it before it leaves
+sys.exit(3)
+"""
+
+
+def test_the_measuring_server_leaves_without_its_teardown_and_its_children_keep_theirs():
+    """The forkserver that imported torch ends in a moment once the sweep is gone, skipping the interpreter's
+    teardown (1.0 s of holding the sweep's output pipe): its output flushed first, its exit status 0 (nothing
+    reads it); a process it forked still exits as it would."""
+    from multiprocessing import forkserver
+
+    from loaderexp.execute import child
+
+    child._mp_context()
+    assert forkserver._forkserver._preload_modules[-1] == "loaderexp.execute.server_exit"  # last in: its hook first
+    done = subprocess.run([sys.executable, "-c", LEAVES_AT_ONCE], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("child's teardown ran") == 1 and done.stdout.count("teardown ran") == 2
+    assert done.stdout.endswith("server leaving")

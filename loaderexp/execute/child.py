@@ -55,7 +55,7 @@ def _mp_context(preload: tuple[str, ...] = ()):
     global _context
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(["loaderexp.execute.job", *preload])
+        _context.set_forkserver_preload(["loaderexp.execute.job", *preload, "loaderexp.execute.server_exit"])
     return _context
 
 
