@@ -89,12 +89,9 @@ class Race:
         shown slower beyond the tolerance), and none is cheaper (the pick is the cheapest still in).  A costlier
         side reading no faster would need later rounds to move its mean past the tolerance to change the answer;
         racing it to tell a tie apart cost 8-16 rounds (3 against 2 workers on 2 cores vary 3-9% a window)."""
-        pick = self.pick
-        for index in self.alive:
-            if index == pick:
-                continue
-            difference = paired_difference(self.rates[index], self.rates[pick])  # the pick against the rival
-            no_faster = self.sides[index].workers > self.sides[pick].workers and difference.mean >= 0 \
+        pick = self.sides[self.pick]
+        for index, difference, _ in self._against_pick():
+            no_faster = self.sides[index].workers > pick.workers and difference.mean >= 0 \
                 and difference.pairs >= PASS_ROUNDS  # a pass of rounds: two are too few to read a mean on
             if difference.low <= -self.tolerance and not no_faster:
                 return False
@@ -105,7 +102,7 @@ class Race:
         high end of today's interval, the pick's interval after those rounds (today's spread, t for all the rounds)
         would still reach inside the tolerance.  A tie (3 workers against 2 on 2 cores: +1.2%, CI -7.6..+10.0
         after 12 rounds) otherwise races on to the budget only to say "cannot tell" of a pick that stands."""
-        for difference, spread in self._against_pick():
+        for _, difference, spread in self._against_pick():
             if math.isnan(spread):
                 return False
             total = difference.pairs + rounds_left
@@ -123,7 +120,7 @@ class Race:
         within 3 points at leads up to 20%)."""
         if rounds_left <= 0:
             return True
-        for difference, spread in self._against_pick():
+        for _, difference, spread in self._against_pick():
             if difference.pairs < FUTILE_AFTER or math.isnan(spread) or difference.mean <= -self.tolerance:
                 return False  # a lead read beyond the tolerance is for more rounds to show, or not
             if spread <= 0:
@@ -135,9 +132,9 @@ class Race:
                 return False
         return True
 
-    def _against_pick(self) -> Iterator[tuple[Difference, float]]:
-        """Each other side still in: the pick against it over the rounds so far, and the standard deviation of
-        the rounds' differences (nan under two rounds)."""
+    def _against_pick(self) -> Iterator[tuple[int, Difference, float]]:
+        """Each other side still in: its index, the pick against it over the rounds so far, and the standard
+        deviation of the rounds' differences (nan under two rounds)."""
         pick = self.pick
         for index in self.alive:
             if index == pick:
@@ -145,8 +142,8 @@ class Race:
             difference = paired_difference(self.rates[index], self.rates[pick])  # the pick against the rival
             rounds = difference.pairs
             bounded = rounds >= 2 and math.isfinite(difference.low)
-            yield difference, (difference.mean - difference.low) / t95(rounds - 1) * math.sqrt(rounds) if bounded \
-                else math.nan
+            yield index, difference, \
+                (difference.mean - difference.low) / t95(rounds - 1) * math.sqrt(rounds) if bounded else math.nan
 
     def stop(self, elapsed: float, pass_s: float, racing: int, seconds: float) -> Optional[str]:
         """Why the race ends after this pass (None: it goes on).  ``elapsed``: the race's seconds so far, ``pass_s``
