@@ -661,3 +661,20 @@ def test_the_all_cores_loop_past_the_bound_within_its_own_thirds_is_not_a_model_
     beyond = CeilingModel(profile(all_cores_rate=1.05 * bound, all_cores_rates=[1.02 * bound, 1.05 * bound,
                                                                                1.08 * bound]), runs).ceiling_range()
     assert beyond.failed and beyond.failure.startswith("the profile's loop with 4 workers did")
+
+
+def test_with_a_step_the_all_cores_loop_is_held_against_loading_by_its_slowest_third_too():
+    """A run that steps: the profile's loops (no step) are held against what loading alone allows, and the all-cores
+    loop of tenths of a second, as without a step, by its slowest third: a median past it within its spread is not
+    a model failure."""
+    stepped = Machine(cores=2, batch_size=10, step_s_per_batch=0.0001)
+    loading = CeilingModel(profile(), stepped).with_machine(step_s_per_batch=None)
+    bound = loading.ceiling().rate * (1 + loading.uncertainty())
+
+    def read(thirds: list[float]):
+        rates = [t * bound for t in thirds]
+        return CeilingModel(profile(all_cores_rate=rates[1], all_cores_rates=rates), stepped).ceiling_range()
+
+    assert not read([0.97, 1.01, 1.03]).failed
+    beyond = read([1.02, 1.05, 1.08])
+    assert beyond.failed and beyond.failure.startswith("the profile's loop with 4 workers did")

@@ -238,17 +238,18 @@ class CeilingModel:
             loops[all_cores] = rates
         m = self.machine
         high = limit.rate * (1 + u)
+        # The all-cores loop lasts tenths of a second: past a bound within its thirds' spread is its noise
+        surely = {**loops, all_cores: min(self.profile.all_cores_rates)} if all_cores in loops and \
+            self.lighter is None and self.profile.all_cores_rates else loops
         if not m.step_s_per_batch and not m.copy_gb_per_s:  # the run loads as the profile's loops do
             where, best = max({**loops, **(seen or {})}.items(), key=lambda item: item[1])
-            # The all-cores loop lasts tenths of a second: past the bound within its thirds' spread is its noise
-            surely = {**loops, all_cores: min(self.profile.all_cores_rates)} if all_cores in loops and \
-                self.lighter is None and self.profile.all_cores_rates else loops
             failure = self._over(*max({**surely, **(seen or {})}.items(), key=lambda item: item[1]), limit, high)
         else:  # the run steps or copies, the loops do not: they are held against what loading alone allows
             loading = self.with_machine(step_s_per_batch=None, copy_gb_per_s=None)
             loading_limit = loading.ceiling()
             where, best = max(loops.items(), key=lambda item: item[1])
-            failure = self._over(where, best, loading_limit, loading_limit.rate * (1 + loading.uncertainty()))
+            failure = self._over(*max(surely.items(), key=lambda item: item[1]), loading_limit,
+                                 loading_limit.rate * (1 + loading.uncertainty()))
             if seen:
                 where, best = max(seen.items(), key=lambda item: item[1])
                 failure = self._over(where, best, limit, high) or failure
