@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import time
 import weakref
 
-from loaderexp.harness.profile import Split, _stage_pass
+import torch
+
+from loaderexp.harness.profile import Split, _stage_pass, profile_stages
 
 
 class _Output:
@@ -61,3 +64,46 @@ def test_samples_too_slow_to_finish_a_batch_end_the_pass_at_twice_its_budget():
     op = CountingOp(sleep_s=0.005)
     _, batch, done = _stage_pass(Split(Indexed(op, length=64)), list(range(64)), budget_s=0.01, batch_size=64)
     assert 3 <= done < 64 and len(batch) == done
+
+
+class FreezeWatch(CountingOp):
+    """An op that records whether the objects alive before the profile were out of the collector's full passes."""
+
+    def __init__(self):
+        super().__init__()
+        self.frozen: list[bool] = []
+
+    def __call__(self, value):
+        self.frozen.append(gc.get_freeze_count() > 0)
+        return torch.zeros(4)
+
+
+class Tensors(Indexed):
+    """Samples a DataLoader can collate."""
+
+    def __getitem__(self, index: int):
+        return torch.zeros(4) if self.transform is None else self.transform(index)
+
+
+def _tensor_dataset(op: CountingOp) -> Tensors:
+    return Tensors(op, length=400)
+
+
+def test_the_in_process_loops_run_with_what_the_process_held_frozen_and_thaw_it_after():
+    """In the sweep's fork the collector's first full pass writes to every inherited page: the stage pass and the
+    loops without workers run with those objects frozen, and the process is as it was after."""
+    gc.unfreeze()
+    op = FreezeWatch()
+    profile_stages(_tensor_dataset(op), 8, None, 1, 0.3)
+    assert op.frozen and op.frozen[0]  # the stage pass (and the warm-up before it) ran frozen
+    assert gc.get_freeze_count() == 0
+
+
+def test_what_was_frozen_before_the_profile_stays_frozen():
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        profile_stages(_tensor_dataset(FreezeWatch()), 8, None, 1, 0.3)
+        assert gc.get_freeze_count() >= before > 0
+    finally:
+        gc.unfreeze()
