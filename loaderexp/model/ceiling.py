@@ -246,10 +246,9 @@ class CeilingModel:
             failure = self._over(*max({**surely, **(seen or {})}.items(), key=lambda item: item[1]), limit, high)
         else:  # the run steps or copies, the loops do not: they are held against what loading alone allows
             loading = self.with_machine(step_s_per_batch=None, copy_gb_per_s=None)
-            loading_limit = loading.ceiling()
             where, best = max(loops.items(), key=lambda item: item[1])
-            failure = self._over(*max(surely.items(), key=lambda item: item[1]), loading_limit,
-                                 loading_limit.rate * (1 + loading.uncertainty()))
+            failure = self._over(*max(surely.items(), key=lambda item: item[1]), loading.ceiling(),
+                                 loading.ceiling().rate * (1 + loading.uncertainty()))
             if seen:
                 where, best = max(seen.items(), key=lambda item: item[1])
                 failure = self._over(where, best, limit, high) or failure
