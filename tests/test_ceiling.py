@@ -678,3 +678,19 @@ def test_with_a_step_the_all_cores_loop_is_held_against_loading_by_its_slowest_t
     assert not read([0.97, 1.01, 1.03]).failed
     beyond = read([1.02, 1.05, 1.08])
     assert beyond.failed and beyond.failure.startswith("the profile's loop with 4 workers did")
+
+
+def test_stages_that_do_not_add_up_to_the_loop_say_how_far_off_they_may_be():
+    """The JPEG folder's stages added up to 118% of its loop in a sweep (its ToTensor and Normalize read up to twice
+    their cost in the profile's fork): the report says a stage may be that far off, and only then."""
+    from loaderexp.report.ceiling import stage_table
+
+    def table(single_cpu_s: float) -> str:
+        run = RunResult(Status.FINISHED, {NUM_WORKERS: 0}, {M.THROUGHPUT: 1000.0},
+                        profile=profile(single_cpu_s=single_cpu_s))
+        return "\n".join(stage_table([run]))
+
+    total = profile().cpu_s
+    assert "part by 18%: a stage's cost may be that far off" in table(total / 1.18)
+    assert "part by" not in table(total / 1.05)
+    assert "part by 20%" in table(total / 0.8)

@@ -25,6 +25,9 @@ def by_profile(results: Sequence[RunResult]) -> list[list[RunResult]]:
     return list(groups.values())
 
 
+APART = 0.15  # stages that add up to the loop within this are read as they are
+
+
 def stage_table(runs: Sequence[RunResult]) -> list[str]:
     profile = runs[0].profile
     total = profile.cpu_s or 1e-12
@@ -37,6 +40,9 @@ def stage_table(runs: Sequence[RunResult]) -> list[str]:
     gap = profile.cpu_s / profile.single_cpu_s - 1 if profile.single_cpu_s else 0.0
     lines.append(f"  a DataLoader(num_workers=0) loop: {1000 * profile.single_cpu_s:.4f} ms CPU per sample (the stages "
                  f"add up to {100 * (1 + gap):.0f}% of it)")
+    if abs(gap) > APART:  # e.g. an op whose cost is mostly fresh memory, in the profile's fork (docs/ceiling.md)
+        lines.append(f"  the stages and the loop part by {100 * abs(gap):.0f}%: a stage's cost may be that far off, "
+                     "and a what-if that takes one away with it")
     lines.append(f"  in a worker: {1000 * profile.worker_cpu_s:.4f} ms CPU, {1000 * profile.worker_wall_s:.4f} ms wall per "
                  f"sample ({profile.worker_basis}); the main process receives a batch in "
                  f"{1000 * profile.main_cpu_s_per_batch:.3f} ms CPU")
