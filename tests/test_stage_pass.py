@@ -102,8 +102,9 @@ def test_the_in_process_loops_run_with_what_the_process_held_frozen_and_thaw_it_
 def test_what_was_frozen_before_the_profile_stays_frozen():
     gc.freeze()
     try:
-        before = gc.get_freeze_count()
+        assert gc.get_freeze_count() > 0
         profile_stages(_tensor_dataset(FreezeWatch()), 8, None, 1, 0.3)
-        assert gc.get_freeze_count() >= before > 0
+        # Frozen objects that die leave the count (it may fall), but a thaw would empty it
+        assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
