@@ -247,8 +247,8 @@ class CeilingModel:
         else:  # the run steps or copies, the loops do not: they are held against what loading alone allows
             loading = self.with_machine(step_s_per_batch=None, copy_gb_per_s=None)
             where, best = max(loops.items(), key=lambda item: item[1])
-            failure = self._over(*max(surely.items(), key=lambda item: item[1]), loading.ceiling(),
-                                 loading.ceiling().rate * (1 + loading.uncertainty()))
+            failure = self._over(*max(surely.items(), key=lambda item: item[1]), (binding := loading.ceiling()),
+                                 binding.rate * (1 + loading.uncertainty()))
             if seen:
                 where, best = max(seen.items(), key=lambda item: item[1])
                 failure = self._over(where, best, limit, high) or failure
