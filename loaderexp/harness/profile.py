@@ -18,6 +18,7 @@ One torch thread throughout, as a DataLoader worker runs; the global random gene
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import inspect
 import io
@@ -28,11 +29,12 @@ import time
 from typing import Any, Callable, Iterator, Optional
 
 import torch
-from torch.utils.data import Dataset, IterableDataset
+from torch.utils.data import IterableDataset
 
 from loaderexp.harness.profile_lighter import Whole, lighter_pipelines
-from loaderexp.harness.profile_loops import (Clock, WorkerFigures, all_cores_rates, clock_overhead, single_process,
-                                            worker_figures)
+from loaderexp.harness.profile_loops import (Clock, WorkerFigures, all_cores_rates, clock_overhead, loop_stage,
+                                            single_process, worker_figures)
+from loaderexp.harness.settled_heap import with_settled_costs
 from loaderexp.harness.stages import Stage, StageProfile
 
 MIN_SAMPLES = 3
@@ -150,6 +152,21 @@ def _stage_pass(split: Split, indices: list[int], budget_s: float,
     return clocks, batch, done
 
 
+def _timed_pass(split: Split, staged: list[int], checked: list[int], budget_s: float,
+                batch_size: Optional[int]) -> tuple[dict[str, Clock], list[Any], int]:
+    # Untimed first, on other samples: a pass's first samples pay what a process pays once (its heap growing to
+    # a batch; in a fork, its first writes to pages its parent shares), which a worker spreads over an epoch
+    _stage_pass(split, checked, WARM_SHARE * budget_s, batch_size)
+    return _stage_pass(split, staged, 0.15 * budget_s, batch_size)
+
+
+def _stage_costs(split: Split, staged: list[int], checked: list[int], budget_s: float,
+                 batch_size: Optional[int]) -> dict[str, float]:
+    """The stage pass again: each stage's CPU per sample (run on a settled heap: :mod:`.settled_heap`)."""
+    clocks, _, timed = _timed_pass(split, staged, checked, budget_s, batch_size)
+    return {name: clock.cpu / timed for name, clock in clocks.items()}
+
+
 def _collate_pass(made: list[Any], batch_size: Optional[int], collate: Callable) -> tuple[Clock, Any, int]:
     """Collate timed over a few batches of the samples made (the median batch's clock: the first call also
     pays for warming the allocator)."""
@@ -188,36 +205,6 @@ def _pin_cost(batch: Any) -> Optional[float]:
     return sorted(times)[len(times) // 2]
 
 
-class _Indices(Dataset):
-    """Each sample its own index: a loop over it costs only the DataLoader's own work per sample."""
-
-    def __init__(self, length: int):
-        self.length = length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int) -> int:
-        return index
-
-
-def _loop_stage(indices: list[int], batch_size: Optional[int], budget_s: float) -> Stage:
-    """The DataLoader's own work per sample (the sampler, a __getitem__ call, batching), which a worker pays
-    too, without the dataset's or collate's."""
-    from torch.utils.data import DataLoader
-
-    loader = DataLoader(_Indices(max(indices) + 1), batch_size=batch_size, sampler=indices, num_workers=0,
-                        collate_fn=lambda items: items)
-    clock, samples = Clock(), 0
-    deadline = time.perf_counter() + budget_s
-    with clock:
-        for items in loader:
-            samples += len(items) if batch_size is not None else 1
-            if time.perf_counter() > deadline:
-                break
-    return Stage("DataLoader loop", "loop", clock.cpu / max(samples, 1), clock.wall / max(samples, 1))
-
-
 @contextlib.contextmanager
 def _inherited_out_of_collection() -> Iterator[None]:
     """The objects this process has now kept out of the garbage collector's full passes while the in-process loops
@@ -252,18 +239,17 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
         staged, checked = order[:MAX_SAMPLES], order[MAX_SAMPLES:] or order
         split = Split(dataset)
         with _inherited_out_of_collection():
-            # Untimed first, on other samples: a pass's first samples pay what the process pays once (its
-            # allocator growing to a batch's samples; in a fork, the first writes to the pages it shares with its
-            # parent), which the timed pass would put on the stages and the loops after it would not
-            _stage_pass(split, checked, WARM_SHARE * budget_s, batch_size)
-            clocks, made, timed = _stage_pass(split, staged, 0.15 * budget_s, batch_size)
+            clocks, made, timed = _timed_pass(split, staged, checked, budget_s, batch_size)
             collated, batch, collated_samples = _collate_pass(made, batch_size, collate_fn or default_collate)
             stages = [Stage(name, "fetch" if (name, fn) in split.fetch else "transform", c.cpu / timed,
-                            c.wall / timed) for (name, fn), c in zip(split.fetch + split.ops, clocks.values())]
+                            c.wall / timed, c.faults / timed)
+                      for (name, fn), c in zip(split.fetch + split.ops, clocks.values())]
+            stages = with_settled_costs(stages, functools.partial(_stage_costs, split, staged, checked, budget_s,
+                                                                  batch_size))
             if batch_size is not None:
                 stages.append(Stage("collate", "collate", collated.cpu / collated_samples,
-                                    collated.wall / collated_samples))
-            stages.append(_loop_stage(checked, batch_size, 0.03 * budget_s))
+                                    collated.wall / collated_samples, collated.faults / collated_samples))
+            stages.append(loop_stage(checked, batch_size, 0.03 * budget_s))
             per_sample = sum(s.wall_s for s in stages)
             # The stages' check, on one thread as they were timed; then the wall of a loop without workers as
             # it runs, on the process's own threads (CPU there also counts the threads' spinning).

@@ -1,5 +1,5 @@
 """The profiling pass's loops that are not split into stages: one process alone, one worker feeding the main
-process, and as many workers as there are usable cores (:mod:`.profile` runs them).
+process, as many workers as there are usable cores, and the DataLoader's own work (:mod:`.profile` runs them).
 
 CPU time of another process is the sum of its threads' /proc/<pid>/task/<tid>/schedstat (nanoseconds),
 psutil's clock ticks (10 ms) where there is none.
@@ -15,26 +15,41 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
+
+from loaderexp.harness.stages import Stage
+
+try:
+    import resource
+except ImportError:  # Windows: no page faults counted
+    resource = None  # type: ignore[assignment]
+_THREAD = getattr(resource, "RUSAGE_THREAD", getattr(resource, "RUSAGE_SELF", 0))  # Linux's; elsewhere the process's
 
 WORKER_BATCHES = 400  # batches a worker loop times, at most (its budget ends it sooner)
 MIN_TIMED = 12  # ... and at least, past the workers' start (their batches are sized for that: timed_batch)
 
 
+def _page_faults() -> int:
+    """This thread's minor page faults so far: pages the kernel handed it fresh (zeroed) or copied after a fork."""
+    return resource.getrusage(_THREAD).ru_minflt if resource is not None else 0
+
+
 class Clock:
     """CPU (this thread's: the profiling pass runs one torch thread, as a worker does, and a thread's clock costs
-    a fraction of the whole process's) and wall seconds spent inside ``with`` blocks, added up."""
+    a fraction of the whole process's), wall seconds and minor page faults inside ``with`` blocks, added up."""
 
     def __init__(self) -> None:
         self.cpu = self.wall = 0.0
+        self.faults = 0
 
     def __enter__(self) -> "Clock":
-        self._cpu, self._wall = time.thread_time(), time.perf_counter()
+        self._faults, self._cpu, self._wall = _page_faults(), time.thread_time(), time.perf_counter()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.cpu += time.thread_time() - self._cpu
         self.wall += time.perf_counter() - self._wall
+        self.faults += _page_faults() - self._faults
 
 
 def clock_overhead(uses: int = 2000) -> Clock:
@@ -252,3 +267,31 @@ def all_cores_rates(dataset: Any, indices: list[int], batch_size: Optional[int],
     if loop is None:
         return []
     return [rate * (batch or 1) for rate in loop.segment_rates] or ([(batch or 1) / loop.wall_s] if loop.wall_s else [])
+
+
+class _Indices(Dataset):
+    """Each sample its own index: a loop over it costs only the DataLoader's own work per sample."""
+
+    def __init__(self, length: int):
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+def loop_stage(indices: list[int], batch_size: Optional[int], budget_s: float) -> Stage:
+    """The DataLoader's own work per sample (the sampler, a __getitem__ call, batching), which a worker pays
+    too, without the dataset's or collate's."""
+    loader = DataLoader(_Indices(max(indices) + 1), batch_size=batch_size, sampler=indices, num_workers=0,
+                        collate_fn=lambda items: items)
+    clock, samples = Clock(), 0
+    deadline = time.perf_counter() + budget_s
+    with clock:
+        for items in loader:
+            samples += len(items) if batch_size is not None else 1
+            if time.perf_counter() > deadline:
+                break
+    return Stage("DataLoader loop", "loop", clock.cpu / max(samples, 1), clock.wall / max(samples, 1))

@@ -20,6 +20,10 @@ class Stage:
     kind: str  # "fetch" | "transform" | "collate" | "loop" (the DataLoader's own work per sample)
     cpu_s: float  # CPU seconds per sample
     wall_s: float  # wall seconds per sample
+    faults: float = 0.0  # minor page faults per sample: fresh memory the kernel handed over (zeroed) in the stage
+    # Its CPU per sample on a heap that keeps what a batch frees for the next (timed again only for a stage that
+    # wrote fresh memory: harness/settled_heap.py); cpu_s is what the pass met, as the job's workers met it
+    settled_cpu_s: Optional[float] = None
 
 
 @dataclass

@@ -150,6 +150,9 @@ RANK_SPREAD = metric("rank_spread_rel", "ratio", NODE, "(fastest - slowest) / me
 RANK_COUNT = metric("ranks", "ranks", NODE, "ranks that loaded at once")
 # A sweep's parent run.
 STAGE_CPU = metric("stage_cpu_ms_per_sample", "ms", Combine.NONE, "a stage's CPU per sample (stage_cpu_ms_per_sample.<stage>)")
+STAGE_CPU_SETTLED = metric("stage_cpu_settled_ms_per_sample", "ms", Combine.NONE,
+                           "a stage that wrote fresh memory: its CPU per sample on a heap that keeps a batch's memory "
+                           "for the next (.<stage>; stage_cpu_ms_per_sample is what the pass met)")
 STAGE_SHARE = metric("stage_cpu_share", "ratio", Combine.NONE, "a stage's share of a sample's CPU (.<stage>)")
 JOBS_RECORDED = metric("jobs_recorded", "jobs", Combine.NONE, "results in the sweep folder at its end")
 SWEEP_SECONDS = metric("sweep_seconds", S, Combine.NONE, "the sweep's wall time")

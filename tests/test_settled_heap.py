@@ -1,0 +1,160 @@
+"""A stage that writes fresh memory gets a range: the pass's own figure (the page faults it met, as workers met
+them) and its cost on a settled heap, timed again in a fork whose glibc allocator keeps what it frees, so a batch
+reuses the pages the last one let go."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import resource
+
+import pytest
+import torch
+
+from loaderexp.harness import settled_heap
+from loaderexp.harness.profile import profile_stages
+from loaderexp.harness.profile_loops import Clock
+from loaderexp.harness.settled_heap import FRESH, with_settled_costs
+from loaderexp.harness.stages import Stage, StageProfile
+from loaderexp.report.ceiling import stage_metrics, stage_table
+from loaderexp.result import NUM_WORKERS, RunResult, Status
+from loaderexp.result import metrics as M
+
+needs_glibc = pytest.mark.skipif(settled_heap._glibc() is None, reason="glibc's allocator only (its mallopt)")
+BLOCK, BLOCKS = 602_112, 64  # a 224x224x3 float image, a batch of them
+PAGES = BLOCK * BLOCKS // 4096
+
+
+def _batch_refaults() -> int:
+    """Page faults in making a batch of image-sized blocks again after the last batch's were all freed."""
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+
+    def batch() -> list[int]:
+        blocks = [libc.malloc(BLOCK) for _ in range(BLOCKS)]
+        for block in blocks:
+            ctypes.memset(block, 1, BLOCK)  # written, as an op writes its output
+        return blocks
+
+    for block in batch():
+        libc.free(block)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    again = batch()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    for block in again:
+        libc.free(block)
+    return faults
+
+
+@needs_glibc
+def test_a_batch_after_a_batch_reuses_its_pages_on_the_settled_heap():
+    settled = settled_heap._in_settled_heap(settled_heap._glibc(), _batch_refaults)
+    assert settled < PAGES // 10  # a batch on fresh pages faults each of its pages in
+
+
+def _stages() -> list[Stage]:
+    return [Stage("decode", "fetch", 0.0005, 0.0005, 0.5), Stage("ToTensor", "transform", 0.0004, 0.0004, 146.0),
+            Stage("Normalize", "transform", 0.0002, 0.0002, float(FRESH)), Stage("collate", "collate", 0.0004, 0.0004,
+                                                                                   147.0)]
+
+
+@needs_glibc
+def test_stages_that_wrote_fresh_memory_get_their_cost_on_a_settled_heap_timed_in_a_fork():
+    parent = os.getpid()
+    stages = with_settled_costs(_stages(), lambda: {"decode": 1.0, "ToTensor": 0.0003, "Normalize": 0.00015,
+                                                    "collate": 1.0, "forked": float(os.getpid() != parent)})
+    assert [s.settled_cpu_s for s in stages] == [None, 0.0003, 0.00015, None]  # collate is not a sample's op
+    assert [s.cpu_s for s in stages] == [s.cpu_s for s in _stages()]  # the pass's own figures stand
+
+
+@needs_glibc
+def test_the_second_pass_runs_in_another_process():
+    answers = []
+    with_settled_costs(_stages(), lambda: answers.append(os.getpid()) or {})
+    assert answers == []  # appended in the fork's copy, not here
+
+
+@needs_glibc
+@pytest.mark.parametrize("failing", [lambda: 1 / 0, lambda: os._exit(3)], ids=["raises", "crashes"])
+def test_a_second_pass_that_fails_leaves_the_first_ones_figures(failing):
+    assert with_settled_costs(_stages(), failing) == _stages()
+
+
+def test_no_second_pass_where_no_stage_wrote_fresh_memory_or_there_is_no_glibc(monkeypatch):
+    def never():
+        raise AssertionError("timed again")
+
+    quiet = [Stage("Crop", "transform", 0.0003, 0.0003, FRESH - 1.0)]
+    assert with_settled_costs(quiet, never) == quiet
+    monkeypatch.setattr(settled_heap, "_glibc", lambda: None)
+    assert with_settled_costs(_stages(), never) == _stages()
+
+
+def test_a_clock_counts_the_page_faults_inside_it():
+    region, clock = mmap.mmap(-1, 64 * 4096), Clock()
+    with clock:
+        for page in range(64):
+            region[page * 4096] = 1
+    region.close()
+    assert clock.faults >= 64
+
+
+class FreshPages:
+    """An op whose output is 1 MB on pages the kernel hands over fresh on every call (its own mapping)."""
+
+    def __call__(self, _value):
+        region = mmap.mmap(-1, 1 << 20)
+        torch.frombuffer(region, dtype=torch.uint8).fill_(1)
+        return torch.frombuffer(region, dtype=torch.uint8)[:16].clone()
+
+
+class Pages:
+    def __init__(self, op):
+        self.transform = op
+
+    def __len__(self) -> int:
+        return 200
+
+    def __getitem__(self, index: int):
+        return index if self.transform is None else self.transform(index)
+
+
+@needs_glibc
+def test_the_profile_gives_a_fresh_memory_op_its_range_and_the_report_says_so():
+    profile = profile_stages(Pages(FreshPages()), 8, None, 1, 0.3)
+    fresh = next(s for s in profile.stages if s.name == "FreshPages")
+    assert fresh.faults >= 256 and fresh.settled_cpu_s is not None  # a fresh mapping faults on any heap
+    table = "\n".join(stage_table([RunResult(Status.FINISHED, {NUM_WORKERS: 0}, {M.THROUGHPUT: 1000.0},
+                                             profile=StageProfile.from_dict(profile.to_dict()))]))
+    low, high = sorted([fresh.settled_cpu_s, fresh.cpu_s])
+    assert f"FreshPages writes fresh memory ({fresh.faults:,.0f} page faults a sample): " \
+           f"{1000 * low:.4f}-{1000 * high:.4f} ms CPU a sample" in table
+
+
+def test_the_stages_sum_is_a_range_and_the_loop_is_held_against_its_nearer_end():
+    def table(single_cpu_s: float) -> str:
+        profile = StageProfile(split="test", samples=100, batch_size=10, sample_bytes=1000.0, single_cpu_s=single_cpu_s,
+                               single_wall_s=single_cpu_s, worker_cpu_s=0.001, worker_wall_s=0.001,
+                               main_cpu_s_per_batch=0.0005, worker_basis="test", cores=2,
+                               stages=[Stage("decode", "fetch", 0.0005, 0.0005),
+                                       Stage("ToTensor", "transform", 0.0004, 0.0004, 146.0, 0.00025)])
+        run = RunResult(Status.FINISHED, {NUM_WORKERS: 0}, {M.THROUGHPUT: 1000.0}, profile=profile)
+        return "\n".join(stage_table([run]))
+
+    inside = table(0.0008)  # the stages: 0.75 to 0.9 ms
+    assert "(the stages add up to 94-112% of it)" in inside and "part by" not in inside
+    assert "ToTensor writes fresh memory (146 page faults a sample): 0.2500-0.4000 ms CPU a sample" in inside
+    assert "part by 25%" in table(0.0006)  # its low end, 0.75 ms, is 25% over the loop's
+
+
+def test_the_parent_run_logs_a_stages_settled_cost_beside_what_the_pass_met():
+    profile = StageProfile(split="test", samples=100, batch_size=10, sample_bytes=1000.0, single_cpu_s=0.001,
+                           single_wall_s=0.001, worker_cpu_s=0.001, worker_wall_s=0.001, main_cpu_s_per_batch=0.0005,
+                           worker_basis="test", cores=2, stages=[Stage("decode", "fetch", 0.0005, 0.0005),
+                                                                 Stage("ToTensor", "transform", 0.0004, 0.0004, 146.0,
+                                                                       0.00025)])
+    logged = stage_metrics([RunResult(Status.FINISHED, {NUM_WORKERS: 0}, {M.THROUGHPUT: 1000.0}, profile=profile)])
+    assert logged[f"{M.STAGE_CPU}.ToTensor"] == 0.4 and logged[f"{M.STAGE_CPU_SETTLED}.ToTensor"] == 0.25
+    assert f"{M.STAGE_CPU_SETTLED}.decode" not in logged
