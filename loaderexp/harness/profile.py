@@ -34,7 +34,7 @@ from torch.utils.data import IterableDataset
 from loaderexp.harness.profile_lighter import Whole, lighter_pipelines
 from loaderexp.harness.profile_loops import (Clock, WorkerFigures, all_cores_rates, clock_overhead, loop_stage,
                                             single_process, worker_figures)
-from loaderexp.harness.settled_heap import with_settled_costs
+from loaderexp.harness.heap_range import with_heap_range
 from loaderexp.harness.stages import Stage, StageProfile
 
 MIN_SAMPLES = 3
@@ -162,7 +162,7 @@ def _timed_pass(split: Split, staged: list[int], checked: list[int], budget_s: f
 
 def _stage_costs(split: Split, staged: list[int], checked: list[int], budget_s: float,
                  batch_size: Optional[int]) -> dict[str, float]:
-    """The stage pass again: each stage's CPU per sample (run on a settled heap: :mod:`.settled_heap`)."""
+    """The stage pass again: each stage's CPU per sample (run on other heaps: :mod:`.heap_range`)."""
     clocks, _, timed = _timed_pass(split, staged, checked, budget_s, batch_size)
     return {name: clock.cpu / timed for name, clock in clocks.items()}
 
@@ -244,8 +244,8 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
             stages = [Stage(name, "fetch" if (name, fn) in split.fetch else "transform", c.cpu / timed,
                             c.wall / timed, c.faults / timed)
                       for (name, fn), c in zip(split.fetch + split.ops, clocks.values())]
-            stages = with_settled_costs(stages, functools.partial(_stage_costs, split, staged, checked, budget_s,
-                                                                  batch_size))
+            stages = with_heap_range(stages, functools.partial(_stage_costs, split, staged, checked, budget_s,
+                                                               batch_size))
             if batch_size is not None:
                 stages.append(Stage("collate", "collate", collated.cpu / collated_samples,
                                     collated.wall / collated_samples, collated.faults / collated_samples))

@@ -21,9 +21,10 @@ class Stage:
     cpu_s: float  # CPU seconds per sample
     wall_s: float  # wall seconds per sample
     faults: float = 0.0  # minor page faults per sample: fresh memory the kernel handed over (zeroed) in the stage
-    # Its CPU per sample on a heap that keeps what a batch frees for the next (timed again only for a stage that
-    # wrote fresh memory: harness/settled_heap.py); cpu_s is what the pass met, as the job's workers met it
+    # A stage that wrote fresh memory, timed again (harness/heap_range.py): its CPU per sample on a heap that keeps
+    # what a batch frees for the next, and on one that hands every large block back; cpu_s is what the pass met
     settled_cpu_s: Optional[float] = None
+    fresh_cpu_s: Optional[float] = None
 
 
 @dataclass

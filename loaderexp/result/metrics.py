@@ -153,6 +153,9 @@ STAGE_CPU = metric("stage_cpu_ms_per_sample", "ms", Combine.NONE, "a stage's CPU
 STAGE_CPU_SETTLED = metric("stage_cpu_settled_ms_per_sample", "ms", Combine.NONE,
                            "a stage that wrote fresh memory: its CPU per sample on a heap that keeps a batch's memory "
                            "for the next (.<stage>; stage_cpu_ms_per_sample is what the pass met)")
+STAGE_CPU_FRESH = metric("stage_cpu_fresh_ms_per_sample", "ms", Combine.NONE,
+                         "a stage that wrote fresh memory: its CPU per sample where every large block comes fresh from "
+                         "the kernel (.<stage>)")
 STAGE_SHARE = metric("stage_cpu_share", "ratio", Combine.NONE, "a stage's share of a sample's CPU (.<stage>)")
 JOBS_RECORDED = metric("jobs_recorded", "jobs", Combine.NONE, "results in the sweep folder at its end")
 SWEEP_SECONDS = metric("sweep_seconds", S, Combine.NONE, "the sweep's wall time")

@@ -1,0 +1,103 @@
+"""A stage that writes fresh memory costs what the allocator makes it: a range, from two more passes on two heaps.
+
+An operation whose output is large (ToTensor or Normalize on a 224x224 image: 602 KB of floats) costs its
+arithmetic plus, when its output lands on pages the kernel must hand over and zero, a page fault per 4 KB.  Which
+it pays depends on glibc's allocator, not on the operation: when a batch's samples are let go together and free
+the top of the heap, glibc hands that memory back to the kernel (its trim) and the next batch faults it all in
+again; when something still lives above them, the next batch reuses the pages.  On the JPEG folder (this 2-core
+host) the same DataLoader loop read ToTensor at 0.23-0.34 ms with 7-9 faults a sample in some processes and
+0.51-0.61 ms with 142-146 in others; one worker, in seven runs, 0.25-0.60 ms.  No warm-up settles it: where a heap
+ends is its history, and the pass meets one moment of it (65 faults a sample in one, 149 in another).
+
+So a fetch or transform stage that took at least :data:`FRESH` faults a sample in the pass is timed twice more, each
+time in a fork of the profiling process with glibc's thresholds fixed: on a **settled** heap (no trim, no fresh
+mapping for a block under glibc's own largest adaptive threshold: a batch reuses what the last one freed) and on a
+**fresh** one (every block of 128 KB or more mapped fresh and handed back when freed, glibc's thresholds before they
+adapt: each large output faulted in whole).  The two are the stage's range; the pass's own figure, what workers
+most often met, stays the model's.  Without fork or glibc, one figure.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import multiprocessing
+import os
+import signal
+from typing import Any, Callable, Optional
+
+from loaderexp.harness.stages import Stage
+
+FRESH = 32  # page faults a sample (128 KB of fresh memory): below, what the allocator does is lost in the noise
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+# (mmap threshold, trim threshold): set in this order (setting either stops glibc adapting both)
+SETTLED = (32 << 20, 1 << 30)  # glibc's largest adaptive mmap threshold on 64 bits; no trim in a pass
+FRESH_HEAP = (128 << 10, 128 << 10)  # glibc's defaults, before its first large free adapts them
+PR_SET_PDEATHSIG = 1
+ANSWER_S = 600.0  # the profile's own limit ends it first (execute/profiling.py); this only frees a stuck wait
+
+
+def with_heap_range(stages: list[Stage], costs: Callable[[], dict[str, float]]) -> list[Stage]:
+    """``stages``, each that wrote fresh memory with its CPU on a settled and on a fresh heap too: ``costs()`` (the
+    stage pass again, stage name: CPU per sample) run on each.  As they are where none wrote fresh memory, where
+    there is no fork or no glibc, or where a pass fails (the first one's figures stand)."""
+    fresh = {s.name for s in stages if s.faults >= FRESH and s.kind in ("fetch", "transform")}
+    libc = _glibc()
+    if not fresh or libc is None or "fork" not in multiprocessing.get_all_start_methods():
+        return stages
+    try:
+        settled, faulted = (_on_heap(libc, thresholds, costs) for thresholds in (SETTLED, FRESH_HEAP))
+    except Exception:  # noqa: BLE001 - a range not had is one figure, as before; the first pass ran the same ops
+        return stages
+    return [dataclasses.replace(s, settled_cpu_s=settled[s.name], fresh_cpu_s=faulted[s.name])
+            if s.name in fresh and s.name in settled and s.name in faulted else s for s in stages]
+
+
+def _glibc() -> Optional[Any]:
+    try:
+        os.confstr("CS_GNU_LIBC_VERSION")
+        libc = ctypes.CDLL(None)
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "prctl") else None
+    except (ValueError, OSError, AttributeError):  # not glibc (musl, macOS): its allocator has other rules
+        return None
+
+
+def _on_heap(libc: Any, thresholds: tuple[int, int], fn: Callable[[], Any]) -> Any:
+    """``fn()`` in a fork with glibc's (mmap, trim) ``thresholds``: its value sent back, its exception raised here."""
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(libc, thresholds, fn, sender), name="loaderexp-heap")
+    child.start()
+    sender.close()
+    try:
+        if not receiver.poll(ANSWER_S):
+            raise RuntimeError(f"the pass gave no answer in {ANSWER_S:.0f} s")
+        outcome, value = receiver.recv()
+    except EOFError:
+        child.join(5)
+        raise RuntimeError(f"the pass's process ended without an answer (exit code {child.exitcode})") from None
+    finally:
+        receiver.close()
+        child.join(5)
+        if child.is_alive():
+            child.kill()
+            child.join(5)
+    if outcome == "raised":
+        raise value
+    return value
+
+
+def _child(libc: Any, thresholds: tuple[int, int], fn: Callable[[], Any], conn: Any) -> None:
+    answer: tuple[str, Any]
+    try:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a profile killed for its time takes this pass with it
+        libc.mallopt(M_MMAP_THRESHOLD, thresholds[0])
+        libc.mallopt(M_TRIM_THRESHOLD, thresholds[1])
+        answer = ("value", fn())
+    except BaseException as error:  # noqa: BLE001 - raised in the profiling process
+        answer = ("raised", RuntimeError(f"{type(error).__name__}: {error}"))
+    try:
+        conn.send(answer)
+        conn.close()
+    finally:
+        os._exit(0)  # none of the profiling process's exit handlers in its copy
