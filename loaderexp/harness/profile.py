@@ -5,7 +5,8 @@ A sample is split where its dataset lets it be split: an ImageFolder's file read
 dataset with a ``transform`` attribute into its fetch (the transform set aside) and each operation of the
 transform (each element of a ``Compose``, v1 or v2, by its class name); any other dataset's ``__getitem__``
 is one stage, and the split says so.  Each sample goes through its stages in turn, and a batch's samples
-are held until the batch is whole, as in a worker.  Then collate, per batch.  Beside the stages, the loops
+are held until the batch is whole, as in a worker; a stage that writes fresh memory is timed again on two heaps,
+for its range (:mod:`.heap_range`).  Then collate, per batch.  Beside the stages, the loops
 that are not split (:mod:`.profile_loops`): a ``DataLoader(num_workers=0)`` over other samples (what the
 stages must add up to); one worker feeding the main process, for a worker's own cost per sample (its
 stages, collating into shared memory, sending) and the main process's CPU to receive a batch (shared-memory
@@ -31,10 +32,10 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 from torch.utils.data import IterableDataset
 
+from loaderexp.harness.heap_range import with_heap_range
 from loaderexp.harness.profile_lighter import Whole, lighter_pipelines
 from loaderexp.harness.profile_loops import (Clock, WorkerFigures, all_cores_rates, clock_overhead, loop_stage,
                                             single_process, worker_figures)
-from loaderexp.harness.heap_range import with_heap_range
 from loaderexp.harness.stages import Stage, StageProfile
 
 MIN_SAMPLES = 3
