@@ -15,7 +15,7 @@ import torch
 from loaderexp.harness import heap_range
 from loaderexp.harness.profile import profile_stages
 from loaderexp.harness.profile_loops import Clock
-from loaderexp.harness.heap_range import FRESH, FRESH_HEAP, SETTLED, with_heap_range
+from loaderexp.harness.heap_range import FRESH_HEAP, SETTLED, with_heap_range, writes_fresh_memory
 from loaderexp.harness.stages import Stage, StageProfile
 from loaderexp.report.ceiling import stage_metrics, stage_table
 from loaderexp.result import NUM_WORKERS, RunResult, Status
@@ -57,8 +57,7 @@ def test_a_batch_reuses_the_last_ones_pages_on_the_settled_heap_and_faults_them_
 
 def _stages() -> list[Stage]:
     return [Stage("decode", "fetch", 0.0005, 0.0005, 0.5), Stage("ToTensor", "transform", 0.0004, 0.0004, 146.0),
-            Stage("Normalize", "transform", 0.0002, 0.0002, float(FRESH)), Stage("collate", "collate", 0.0004, 0.0004,
-                                                                                   147.0)]
+            Stage("Normalize", "transform", 0.0002, 0.0002, 30.0), Stage("collate", "collate", 0.0004, 0.0004, 147.0)]
 
 
 @needs_glibc
@@ -87,11 +86,17 @@ def test_a_pass_that_fails_leaves_the_first_ones_figures(failing):
     assert with_heap_range(_stages(), failing) == _stages()
 
 
+def test_a_stage_writes_fresh_memory_where_its_faults_could_be_a_tenth_of_its_cpu():
+    assert writes_fresh_memory(Stage("Normalize", "transform", 0.000165, 0.000165, 30.0))  # 30 us of 165
+    assert not writes_fresh_memory(Stage("Crop", "transform", 0.0006, 0.0006, 9.0))  # 9 of 600
+    assert not writes_fresh_memory(Stage("Flip", "transform", 0.00002, 0.00002, 7.0))  # under 8 a sample
+
+
 def test_no_pass_where_no_stage_wrote_fresh_memory_or_there_is_no_glibc(monkeypatch):
     def never():
         raise AssertionError("timed again")
 
-    quiet = [Stage("Crop", "transform", 0.0003, 0.0003, FRESH - 1.0)]
+    quiet = [Stage("Crop", "transform", 0.0003, 0.0003, 20.0), Stage("Flip", "transform", 0.00002, 0.00002, 7.0)]
     assert with_heap_range(quiet, never) == quiet
     monkeypatch.setattr(heap_range, "_glibc", lambda: None)
     assert with_heap_range(_stages(), never) == _stages()

@@ -108,3 +108,12 @@ def test_what_was_frozen_before_the_profile_stays_frozen():
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_a_pass_given_longer_for_its_batch_finishes_it():
+    """The untimed pass before the stages' holds a whole batch (a kept heap grows to one there, not in the timed
+    pass), unless a batch takes longer than the timed pass's budget."""
+    op = CountingOp(sleep_s=0.005)
+    _, batch, done = _stage_pass(Split(Indexed(op, length=64)), list(range(64)), budget_s=0.01, batch_size=16,
+                                 batch_within_s=10.0)
+    assert done == 16 and len(batch) == 16

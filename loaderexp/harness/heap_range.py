@@ -9,12 +9,12 @@ host) the same DataLoader loop read ToTensor at 0.23-0.34 ms with 7-9 faults a s
 0.51-0.61 ms with 142-146 in others; one worker, in seven runs, 0.25-0.60 ms.  No warm-up settles it: where a heap
 ends is its history, and the pass meets one moment of it (65 faults a sample in one, 149 in another).
 
-So a fetch or transform stage that took at least :data:`FRESH` faults a sample in the pass is timed twice more, each
-time in a fork of the profiling process with glibc's thresholds fixed: on a **settled** heap (no trim, no fresh
-mapping for a block under glibc's own largest adaptive threshold: a batch reuses what the last one freed) and on a
-**fresh** one (every block of 128 KB or more mapped fresh and handed back when freed, glibc's thresholds before they
-adapt: each large output faulted in whole).  The two are the stage's range; the pass's own figure, what workers
-most often met, stays the model's.  Without fork or glibc, one figure.
+So a fetch or transform stage whose faults in the pass could be a tenth of its CPU (:func:`writes_fresh_memory`)
+is timed twice more, each time in a fork of the profiling process with glibc's thresholds fixed: on a **settled**
+heap (no trim, no fresh mapping for a block under glibc's own largest adaptive threshold: a batch reuses what the
+last one freed) and on a **fresh** one (every block of 128 KB or more mapped fresh and handed back when freed,
+glibc's thresholds before they adapt: each large output faulted in whole).  The two are the stage's range; the
+pass's own figure, what workers most often met, stays the model's.  Without fork or glibc, one figure.
 """
 
 from __future__ import annotations
@@ -28,7 +28,11 @@ from typing import Any, Callable, Optional
 
 from loaderexp.harness.stages import Stage
 
-FRESH = 32  # page faults a sample (128 KB of fresh memory): below, what the allocator does is lost in the noise
+# A stage whose page faults could be this share of its CPU or more is a range: at FAULT_S each, at least LEAST a sample
+SHARE, FAULT_S, LEAST = 0.10, 1e-6, 8
+# (FAULT_S: what a fault cost the JPEG folder's ToTensor at least, 0.14 ms for 134 more a sample; a fresh page written
+# here costs 2.2-2.6 us.  A fixed 32 a sample left its Normalize, 30 faults in one pass, one figure read 43% over a
+# settled loop's)
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 # (mmap threshold, trim threshold): set in this order (setting either stops glibc adapting both)
 SETTLED = (32 << 20, 1 << 30)  # glibc's largest adaptive mmap threshold on 64 bits; no trim in a pass
@@ -41,7 +45,7 @@ def with_heap_range(stages: list[Stage], costs: Callable[[], dict[str, float]]) 
     """``stages``, each that wrote fresh memory with its CPU on a settled and on a fresh heap too: ``costs()`` (the
     stage pass again, stage name: CPU per sample) run on each.  As they are where none wrote fresh memory, where
     there is no fork or no glibc, or where a pass fails (the first one's figures stand)."""
-    fresh = {s.name for s in stages if s.faults >= FRESH and s.kind in ("fetch", "transform")}
+    fresh = {s.name for s in stages if s.kind in ("fetch", "transform") and writes_fresh_memory(s)}
     libc = _glibc()
     if not fresh or libc is None or "fork" not in multiprocessing.get_all_start_methods():
         return stages
@@ -51,6 +55,11 @@ def with_heap_range(stages: list[Stage], costs: Callable[[], dict[str, float]]) 
         return stages
     return [dataclasses.replace(s, settled_cpu_s=settled[s.name], fresh_cpu_s=faulted[s.name])
             if s.name in fresh and s.name in settled and s.name in faulted else s for s in stages]
+
+
+def writes_fresh_memory(stage: Stage) -> bool:
+    """Its page faults could be a tenth of its CPU or more: what the allocator does shows in its cost."""
+    return stage.faults >= LEAST and stage.faults * FAULT_S >= SHARE * stage.cpu_s
 
 
 def _glibc() -> Optional[Any]:
