@@ -99,7 +99,7 @@ def _on_heap(libc: Any, thresholds: tuple[int, int], fn: Callable[[], Any]) -> A
 def _child(libc: Any, thresholds: tuple[int, int], fn: Callable[[], Any], conn: Any) -> None:
     answer: tuple[str, Any]
     try:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a profile killed for its time takes this pass with it
+        libc.prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL))  # a profile killed for its time takes it along
         libc.mallopt(M_MMAP_THRESHOLD, thresholds[0])
         libc.mallopt(M_TRIM_THRESHOLD, thresholds[1])
         answer = ("value", fn())
