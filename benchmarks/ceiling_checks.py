@@ -157,8 +157,7 @@ def stage_check(name: str, rounds: int = 3) -> bool:
             found = next(s for s in profile.stages if s.name == stage.name)
             # A stage that wrote fresh memory is a range (a settled heap's cost to a fresh one's: loaderexp's
             # heap_range): the loop's figure is held against the nearer end, 0 inside it
-            low = min(found.cpu_s, found.cpu_s if found.settled_cpu_s is None else found.settled_cpu_s)
-            high = max(found.cpu_s, found.cpu_s if found.fresh_cpu_s is None else found.fresh_cpu_s)
+            low, high = found.low_cpu_s, found.high_cpu_s
             reference = loop[stage.name]
             offs.append(min(max(reference, low), high) / reference - 1)
             ranged = f"{1000 * low:.4f}-{1000 * high:.4f} (the pass {1000 * found.cpu_s:.4f}, {found.faults:.0f} " \

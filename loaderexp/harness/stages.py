@@ -26,6 +26,16 @@ class Stage:
     settled_cpu_s: Optional[float] = None
     fresh_cpu_s: Optional[float] = None
 
+    @property
+    def low_cpu_s(self) -> float:
+        """The range's low end: the least of the pass's figure and the settled heap's (the pass's alone without)."""
+        return min(self.cpu_s, self.cpu_s if self.settled_cpu_s is None else self.settled_cpu_s)
+
+    @property
+    def high_cpu_s(self) -> float:
+        """The range's high end: the most of the pass's figure and the fresh heap's (the pass's alone without)."""
+        return max(self.cpu_s, self.cpu_s if self.fresh_cpu_s is None else self.fresh_cpu_s)
+
 
 @dataclass
 class Lighter:

@@ -39,7 +39,7 @@ def stage_table(runs: Sequence[RunResult]) -> list[str]:
     lines.append(f"  {'sum of the stages':<24} {1000 * profile.cpu_s:>13.4f} {1000 * profile.wall_s:>14.4f}")
     # With a stage that wrote fresh memory the sum is a range too (heap_range.py); the loop is held against the
     # nearer end
-    ends = [sum(map(end, profile.stages)) for end in (_low, _high)]
+    ends = [sum(s.low_cpu_s for s in profile.stages), sum(s.high_cpu_s for s in profile.stages)]
     loop = profile.single_cpu_s or 1e-12
     gap = min(max(loop, ends[0]), ends[1]) / loop - 1 if profile.single_cpu_s else 0.0
     shares = "-".join(dict.fromkeys(f"{100 * end / loop:.0f}" for end in ends)) + "%"
@@ -61,19 +61,11 @@ def _fresh_memory(stages: Sequence[Any]) -> list[str]:
     if not fresh:
         return []
     names, faults = _and([s.name for s in fresh]), _and([f"{s.faults:,.0f}" for s in fresh])
-    ranges = _and([f"{1000 * _low(s):.4f}-{1000 * _high(s):.4f}" for s in fresh])
+    ranges = _and([f"{1000 * s.low_cpu_s:.4f}-{1000 * s.high_cpu_s:.4f}" for s in fresh])
     return [f"  {names} write{'s' if len(fresh) == 1 else ''} fresh memory ({faults} page faults a sample in the "
             f"pass): {ranges} ms CPU a sample, the lower on a heap that keeps a batch's memory for the next batch, "
             "the higher where every large block comes fresh from the kernel; the pass met the figures above, and "
             "a worker may meet any between (docs/ceiling.md)"]
-
-
-def _low(stage: Any) -> float:
-    return min(stage.cpu_s, stage.settled_cpu_s if stage.settled_cpu_s is not None else stage.cpu_s)
-
-
-def _high(stage: Any) -> float:
-    return max(stage.cpu_s, stage.fresh_cpu_s if stage.fresh_cpu_s is not None else stage.cpu_s)
 
 
 def _and(items: list[str]) -> str:
