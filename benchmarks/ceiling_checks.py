@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, RandomSampler
 
 from benchmarks.common import REPO, sweep
 from benchmarks.pipelines import cpu_op, tensor_op
+from loaderexp.harness.forked import answer_from_fork
 from loaderexp.harness.profile import profile_stages, transform_ops
 from loaderexp.model import CeilingModel, Machine
 from loaderexp.model.memory import forecast
@@ -177,19 +178,7 @@ def forked_profile(data: Any) -> Any:
     its parent's pages are what the pass must not put on the stages: CIFAR-10's ops read 10-40% high in one)."""
     import loaderexp.execute.job  # noqa: F401 - what the measuring process has imported: the objects a fork inherits
 
-    context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-
-    def profiled() -> None:
-        sender.send(profile_stages(data, 64, None, CORES, 2.0))
-        os._exit(0)
-
-    child = context.Process(target=profiled)
-    child.start()
-    try:
-        return receiver.recv()
-    finally:
-        child.join()
+    return answer_from_fork(lambda: profile_stages(data, 64, None, CORES, 2.0), 600.0, "stage-check-profile")
 
 
 def _stage_round(name: str) -> tuple[Any, dict[str, float], dict[str, float]]:

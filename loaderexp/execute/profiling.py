@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from loaderexp.config.schema import Config
+from loaderexp.harness.forked import ForkFailed, answer_from_fork, can_fork
 from loaderexp.harness.stages import StageProfile
 from loaderexp.result.facts import HostFacts
 from loaderexp.result.host import usable_cpus
@@ -63,32 +64,15 @@ def profile_for(spec: Config, dataset: Any) -> Optional[StageProfile]:
     memory the measurement then sees."""
     if spec.bench.profile_s <= 0:
         return None
-    import multiprocessing
-
-    if "fork" not in multiprocessing.get_all_start_methods():
+    if not can_fork():
         return _profile(spec, dataset)  # no fork here: in this process, its random state restored after
-    context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_profile_child, args=(spec, dataset, sender), name="loaderexp-profile", daemon=False)
-    child.start()
-    sender.close()
     try:
-        if not receiver.poll(PROFILE_LIMIT_S + 10 * spec.bench.profile_s):
-            log.warning("the profiling pass did not finish in time: no stage profile for this job")
-            return None
-        found = receiver.recv()
-    except EOFError:
-        found = None
-    finally:
-        child.join(5)
-        if child.is_alive():
-            child.kill()
-            child.join(5)
-        receiver.close()
-    if isinstance(found, str):  # the pass failed: the job goes on without a profile, saying why
-        log.warning("the profiling pass failed (%s): no stage profile for this job", found)
+        return answer_from_fork(lambda: _profile(spec, dataset), PROFILE_LIMIT_S + 10 * spec.bench.profile_s,
+                                "loaderexp-profile")
+    except (ForkFailed, OSError) as error:  # the job measures on without it, saying why
+        why = "did not finish in time" if getattr(error, "why", "") == "timeout" else f"failed ({error})"
+        log.warning("the profiling pass %s: no stage profile for this job", why)
         return None
-    return found
 
 
 PROFILE_LIMIT_S = 60.0
@@ -101,13 +85,3 @@ def _profile(spec: Config, dataset: Any) -> Optional[StageProfile]:
     # The usable cores: a CPU quota's share (inside `--cpus=1` a 2-core machine is a 1-core one), not the affinity's.
     return profile_stages(dataset, spec.loader.batch_size, collate_for(spec.loader, dataset), usable_cpus(),
                           spec.bench.profile_s, spec.bench.seed)
-
-
-def _profile_child(spec: Config, dataset: Any, conn: Any) -> None:
-    try:
-        conn.send(_profile(spec, dataset))
-    except BaseException as error:  # noqa: BLE001 - said by the parent, which measures on without it
-        conn.send(f"{type(error).__name__}: {error}")
-    finally:
-        conn.close()
-        os._exit(0)  # no atexit handlers of the measuring process in its copy

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import multiprocessing
 import os
-import signal
 from typing import Any, Callable, Optional
 
+from loaderexp.harness.forked import ForkFailed, answer_from_fork, can_fork
 from loaderexp.harness.stages import Stage
 
 # A stage whose page faults could be this share of its CPU or more is a range: at FAULT_S each, at least LEAST a sample
@@ -37,7 +36,6 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 # (mmap threshold, trim threshold): set in this order (setting either stops glibc adapting both)
 SETTLED = (32 << 20, 1 << 30)  # glibc's largest adaptive mmap threshold on 64 bits; no trim in a pass
 FRESH_HEAP = (128 << 10, 128 << 10)  # glibc's defaults, before its first large free adapts them
-PR_SET_PDEATHSIG = 1
 ANSWER_S = 600.0  # the profile's own limit ends it first (execute/profiling.py); this only frees a stuck wait
 
 
@@ -47,11 +45,11 @@ def with_heap_range(stages: list[Stage], costs: Callable[[], dict[str, float]]) 
     there is no fork or no glibc, or where a pass fails (the first one's figures stand)."""
     fresh = {s.name for s in stages if s.kind in ("fetch", "transform") and writes_fresh_memory(s)}
     libc = _glibc()
-    if not fresh or libc is None or "fork" not in multiprocessing.get_all_start_methods():
+    if not fresh or libc is None or not can_fork():
         return stages
     try:
         settled, faulted = (_on_heap(libc, thresholds, costs) for thresholds in (SETTLED, FRESH_HEAP))
-    except Exception:  # noqa: BLE001 - a range not had is one figure, as before; the first pass ran the same ops
+    except (ForkFailed, OSError):  # no answer (or no fork): one figure, as before; the first pass ran the same ops
         return stages
     return [dataclasses.replace(s, settled_cpu_s=settled[s.name], fresh_cpu_s=faulted[s.name])
             if s.name in fresh and s.name in settled and s.name in faulted else s for s in stages]
@@ -66,47 +64,16 @@ def _glibc() -> Optional[Any]:
     try:
         os.confstr("CS_GNU_LIBC_VERSION")
         libc = ctypes.CDLL(None)
-        return libc if hasattr(libc, "mallopt") and hasattr(libc, "prctl") else None
+        return libc if hasattr(libc, "mallopt") else None
     except (ValueError, OSError, AttributeError):  # not glibc (musl, macOS): its allocator has other rules
         return None
 
 
 def _on_heap(libc: Any, thresholds: tuple[int, int], fn: Callable[[], Any]) -> Any:
-    """``fn()`` in a fork with glibc's (mmap, trim) ``thresholds``: its value sent back, its exception raised here."""
-    context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_child, args=(libc, thresholds, fn, sender), name="loaderexp-heap")
-    child.start()
-    sender.close()
-    try:
-        if not receiver.poll(ANSWER_S):
-            raise RuntimeError(f"the pass gave no answer in {ANSWER_S:.0f} s")
-        outcome, value = receiver.recv()
-    except EOFError:
-        child.join(5)
-        raise RuntimeError(f"the pass's process ended without an answer (exit code {child.exitcode})") from None
-    finally:
-        receiver.close()
-        child.join(5)
-        if child.is_alive():
-            child.kill()
-            child.join(5)
-    if outcome == "raised":
-        raise value
-    return value
+    """``fn()`` in a fork with glibc's (mmap, trim) ``thresholds``: its value, or :class:`ForkFailed`."""
 
-
-def _child(libc: Any, thresholds: tuple[int, int], fn: Callable[[], Any], conn: Any) -> None:
-    answer: tuple[str, Any]
-    try:
-        libc.prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL))  # a profile killed for its time takes it along
+    def settle() -> None:
         libc.mallopt(M_MMAP_THRESHOLD, thresholds[0])
         libc.mallopt(M_TRIM_THRESHOLD, thresholds[1])
-        answer = ("value", fn())
-    except BaseException as error:  # noqa: BLE001 - raised in the profiling process
-        answer = ("raised", RuntimeError(f"{type(error).__name__}: {error}"))
-    try:
-        conn.send(answer)
-        conn.close()
-    finally:
-        os._exit(0)  # none of the profiling process's exit handlers in its copy
+
+    return answer_from_fork(fn, ANSWER_S, "loaderexp-heap", setup=settle)
