@@ -85,6 +85,19 @@ def test_a_modelled_what_if_is_the_models_ratio_on_the_rate_the_setting_measured
     assert alone["Flip"].uncertainty == pytest.approx(0.5) and "model's own rate" in alone["Flip"].how
 
 
+def test_a_what_if_is_at_most_its_own_ceiling():
+    """The runs used less CPU a sample than the profile read (its moment was slower), so the measured rate is x2.2
+    the model's; 8 ranks sharing the cores at no workers each, that ratio on the measured rate would pass the ranks'
+    own CPU limit: held at it, saying so.  A run past the model's own bound leaves nothing held (the model is off)."""
+    model = CeilingModel(profile(worker_cpu_s=0.0016, worker_wall_s=0.0016, all_cores_rate=0.6 * 4 / 0.00165),
+                         Machine(cores=4, batch_size=10, cpu_s_per_sample_seen=0.0012))
+    eight = next(w for w in what_ifs(model, 4, [0, 4], 0.99 * model.ceiling().rate) if w.change.startswith("8 "))
+    assert eight.at_workers_after == pytest.approx(eight.ceiling_after) and "held at its ceiling" in eight.how
+    assert f"{eight.at_workers_after / 8:,.0f} samples/s per rank" in eight.how
+    past = next(w for w in what_ifs(model, 4, [0, 4], 1.2 * model.ceiling().rate) if w.change.startswith("8 "))
+    assert past.at_workers_after > past.ceiling_after and "held" not in past.how
+
+
 def test_a_measured_what_if_is_the_side_by_side_ratio_of_the_loop_that_runs_as_the_setting_does():
     """The pipeline without Crop ran x2 the whole one's rate without workers, x1.5 with one worker and x1.25 on all
     cores, each beside the whole pipeline's loop: the what-if at 0, 1 and 4 workers is the measured rate times that
