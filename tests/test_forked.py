@@ -54,8 +54,8 @@ def test_an_answer_that_cannot_be_sent_back_is_said():
 
 
 def test_a_copy_that_dies_is_said_with_how():
-    assert "killed by SIGKILL" in str(_fails("died", lambda: os.kill(os.getpid(), signal.SIGKILL)))
-    assert "exit code 3" in str(_fails("died", lambda: os._exit(3)))
+    assert "killed by signal SIGKILL" in str(_fails("died", lambda: os.kill(os.getpid(), signal.SIGKILL)))
+    assert "exited with status 3" in str(_fails("died", lambda: os._exit(3)))
 
 
 def _gone(pid: int, within_s: float = 10.0) -> bool:
@@ -106,7 +106,7 @@ def test_a_copy_dies_with_the_process_that_forked_it(tmp_path):
 
 @pytest.mark.parametrize("ending, said", [
     (lambda: (_ for _ in ()).throw(RuntimeError("no decoder")), "failed (RuntimeError: no decoder)"),
-    (lambda: os._exit(9), "failed (its process ended without an answer (exit code 9))"),
+    (lambda: os._exit(9), "failed (its process ended without an answer: it exited with status 9)"),
 ])
 def test_a_profile_that_does_not_answer_leaves_the_job_without_one_saying_why(monkeypatch, caplog, ending, said):
     monkeypatch.setattr(profiling, "_profile", lambda spec, dataset: ending())

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 from loaderexp.config.schema import Config
 from loaderexp.data.locks import waits_of
-from loaderexp.execute.faults import describe_exit
+from loaderexp.harness.forked import describe_exit
 from loaderexp.execute.processes import kill_tree, process_states
 from loaderexp.result.facts import HostFacts
 from loaderexp.execute.messages import Done, Exited, Failed, Planned, Profiling, RunJob, Started

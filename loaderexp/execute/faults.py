@@ -41,19 +41,6 @@ def explain(text: str) -> Optional[tuple[str, str]]:
     return None
 
 
-def describe_exit(code: Optional[int]) -> str:
-    """A process exit code in words: ``killed by signal SIGSEGV (Segmentation fault)``."""
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            sig = signal.Signals(-code)
-        except ValueError:
-            return f"killed by signal {-code}"
-        return f"killed by signal {sig.name} ({signal.strsignal(sig)})"
-    return f"exited with status {code}"
-
-
 def interrupted_by(interrupt: KeyboardInterrupt) -> str:
     """Ctrl-C, or the signal the entry point turned into KeyboardInterrupt ("signal 1": SIGHUP)."""
     words = str(interrupt).split()

@@ -47,7 +47,7 @@ def answer_from_fork(fn: Callable[[], T], limit_s: float, name: str = "loaderexp
         outcome, value = receiver.recv()
     except EOFError:
         child.join(JOIN_S)
-        raise ForkFailed("died", f"its process ended without an answer ({_exit_words(child.exitcode)})") from None
+        raise ForkFailed("died", f"its process ended without an answer: it {describe_exit(child.exitcode)}") from None
     finally:
         receiver.close()
         child.join(JOIN_S)
@@ -59,15 +59,17 @@ def answer_from_fork(fn: Callable[[], T], limit_s: float, name: str = "loaderexp
     return value
 
 
-def _exit_words(code: Optional[int]) -> str:
+def describe_exit(code: Optional[int]) -> str:
+    """A process exit code in words: ``killed by signal SIGSEGV (Segmentation fault)``."""
     if code is None:
         return "still running"
     if code < 0:
         try:
-            return f"killed by {signal.Signals(-code).name}"
+            sig = signal.Signals(-code)
         except ValueError:
             return f"killed by signal {-code}"
-    return f"exit code {code}"
+        return f"killed by signal {sig.name} ({signal.strsignal(sig)})"
+    return f"exited with status {code}"
 
 
 def _die_with_parent() -> None:
