@@ -20,6 +20,15 @@ def test_the_verdict_follows_the_interval():
     assert Difference(-0.08, -0.12, -0.01, 5).verdict(TOLERANCE) is Verdict.CANNOT_TELL  # mean below, not wholly
 
 
+def test_the_words_say_a_direction_the_interval_shows_even_where_they_cannot_tell():
+    below = Difference(-0.077, -0.133, -0.020, 28)  # a race's 2 against 3 workers: slower, maybe within the tolerance
+    assert below.verdict(TOLERANCE) is Verdict.CANNOT_TELL
+    assert below.words(TOLERANCE).startswith("slower (the whole interval), but not shown slower beyond the 5% ")
+    assert Difference(0.08, 0.01, 0.12, 9).words(TOLERANCE).startswith("faster (the whole interval)")
+    assert Difference(-0.073, -0.381, 0.235, 5).words(TOLERANCE) == Verdict.CANNOT_TELL.value  # holds zero
+    assert Difference(-0.40, -0.45, -0.35, 5).words(TOLERANCE) == Verdict.SLOWER.value
+
+
 def test_the_confirmation_says_cannot_tell_and_keeps_the_cheaper_pick():
     spanning = Difference(mean=-0.073, low=-0.381, high=0.235, pairs=5)
     confirmation = Confirmation([Comparison({"loader.num_workers": 4}, {"loader.num_workers": 3},

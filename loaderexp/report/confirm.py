@@ -128,7 +128,7 @@ class Confirmation:
         for c in self.comparisons:
             d = c.difference
             lines.append(f"  {setting_text(c.rival, keys)} ({c.why}) against {setting_text(c.base, keys)}: "
-                         f"{d.text()}: {d.verdict(tolerance).value}{'; it becomes the pick' if c.accepted else ''}")
+                         f"{d.text()}: {d.words(tolerance)}{'; it becomes the pick' if c.accepted else ''}")
         lines.append(f"Confirmed pick: {setting_text(self.pick or {}, keys)}." + (f" ({self.note})" if self.note else ""))
         return "\n".join(lines)
 

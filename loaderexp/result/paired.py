@@ -57,6 +57,17 @@ class Difference:
             return Verdict.SAME
         return Verdict.CANNOT_TELL
 
+    def words(self, tolerance: float) -> str:
+        """The verdict in words.  One that cannot tell whose interval lies wholly on one side of zero says that
+        direction is shown (-13.3% .. -2.0%: slower, but by the tolerance or less, or by more, the interval allows
+        both): "cannot tell apart" alone read as if it showed no difference."""
+        verdict = self.verdict(tolerance)
+        if verdict is not Verdict.CANNOT_TELL or self.low <= 0 <= self.high:
+            return verdict.value
+        side = "slower" if self.high < 0 else "faster"
+        return (f"{side} (the whole interval), but not shown {side} beyond the {100 * tolerance:.0f}% tolerance: "
+                "cannot tell apart on this host now")
+
     def to_dict(self) -> dict[str, float]:
         return {"mean": self.mean, "low": self.low, "high": self.high, "pairs": self.pairs}
 
