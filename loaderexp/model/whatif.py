@@ -72,11 +72,13 @@ def what_ifs(model: CeilingModel, workers: int, values: list[int], measured: Opt
     ``measured``, the rate the setting measured, when there is one."""
     ceiling, predicted = model.ceiling().rate, model.predict(workers)
     here = measured or predicted
-    # Where the setting itself ran past the model's bound the model is off (the report says so): nothing is held at it
     past = here / ceiling if ceiling else 1.0
 
     def held(after: float, changed: CeilingModel, how: str) -> tuple[float, str]:
+        """A modelled change at most its ceiling; not where the setting itself ran past the model's bound (the model
+        is off there, and the report says so), nor a measured one (its own loops, beside the whole pipeline's)."""
         return _within_its_ceiling(after, changed, how, past) if past <= 1 + model.uncertainty() else (after, how)
+
     scale = here / predicted if predicted > 0 else 1.0  # the modelled changes: the model's ratio on the measured rate
     on = "its ratio on the measured rate" if measured else "the model's own rate"
     total_cpu = model.profile.cpu_s or 1e-12
@@ -94,8 +96,8 @@ def what_ifs(model: CeilingModel, workers: int, values: list[int], measured: Opt
             how = (f"modelled: its cost subtracted from the pipeline's, the cores' efficiency kept, {on} (too cheap "
                    "to measure apart)")
             small = bool(measured) and stage.cpu_s / total_cpu < ANCHORED_SHARE
-            uncertainty, after = (ANCHORED if small else MODELLED), changed.predict(workers) * scale
-        after, how = held(after, changed, how)
+            uncertainty = ANCHORED if small else MODELLED
+            after, how = held(changed.predict(workers) * scale, changed, how)
         found.append(WhatIf(f"{stage.name} removed, or done on the device", ceiling, changed.ceiling().rate, here,
                             after, changed.ceiling().name, how, uncertainty))
     cores = model.machine.cores
