@@ -228,6 +228,12 @@ def test_the_table_marks_the_pick_the_race_confirmed_not_the_jobs_recommendation
     rows = {line.split()[0]: line for line in summary_table(items, confirmation).splitlines()
             if line[:12].strip().isdigit()}
     assert " pick " in rows["3"] and " pick " not in rows["2"] and "-2.0% " in rows["2"]
+    # ... and the jobs' recommendation says it is theirs, the race's pick below deciding
+    text = summary_table(items, confirmation)
+    assert "Recommendation from the jobs, each measured in turn (the race below decides): num_workers=2" in text
+    assert "Recommendation: num_workers=2" not in text
+    agreed = summary_table(items, Confirmation([], pick={"loader.num_workers": 2}, seconds=8))
+    assert "Recommendation: num_workers=2" in agreed  # the race kept it: one recommendation
 
     # The race could not tell 2 from 3 side by side: its gap in the jobs' figures is not a measured difference.
     untold = Comparison({"loader.num_workers": 3}, {"loader.num_workers": 2}, "raced 6 rounds",
