@@ -73,6 +73,16 @@ def sweeps(name: str, folder: Path) -> list[list]:
             for i in range(2)]
 
 
+def host_load(runs: list) -> str:
+    """What the runs saw of the host besides themselves: a sweep whose bound moved may show why (a VM that slowed
+    without other processes or steal shows nothing)."""
+    def most(metric: str) -> str:
+        found = [r.metrics[metric] for r in runs if metric in r.metrics]
+        return f"{max(found):.2f}" if found else "-"
+
+    return f"the runs' others' CPU up to {most(M.OTHERS_CPU)} cores (mean), steal up to {most(M.STEAL)}"
+
+
 def bound_check(name: str, both: list[list]) -> bool:
     """No run above its sweep's bound (the binding limit with its uncertainty, from the profile and the least CPU
     per sample the sweep's runs used), and the two sweeps' bounds within 5%; the profile's alone printed beside."""
@@ -89,7 +99,8 @@ def bound_check(name: str, both: list[list]) -> bool:
         print(f"  sweep {index + 1}: ceiling {seen.text()}; the bound {bound:,.0f} ({seen.limit.name}: "
               f"{seen.limit.how}); the profile's loops alone {profile_only.high:,.0f}; rates "
               + ", ".join(f"{r.workers}: {r.metrics[M.THROUGHPUT]:,.0f}" for r in runs)
-              + (f"; ABOVE the bound: {', '.join(above)}" if above else "; none above the bound"))
+              + (f"; ABOVE the bound: {', '.join(above)}" if above else "; none above the bound")
+              + f"; {host_load(runs)}")
     apart = abs(highs[0] / highs[1] - 1)
     ok &= apart <= SAME_CEILING
     print(f"  the two sweeps' bounds {highs[0]:,.0f} and {highs[1]:,.0f}: {100 * apart:.1f}% apart "
