@@ -70,7 +70,8 @@ def profile_for(spec: Config, dataset: Any) -> Optional[StageProfile]:
         return answer_from_fork(lambda: _profile(spec, dataset), PROFILE_LIMIT_S + 10 * spec.bench.profile_s,
                                 "loaderexp-profile")
     except (ForkFailed, OSError) as error:  # the job measures on without it, saying why
-        why = "did not finish in time" if getattr(error, "why", "") == "timeout" else f"failed ({error})"
+        timed_out = isinstance(error, ForkFailed) and error.why == "timeout"
+        why = "did not finish in time" if timed_out else f"failed ({error})"
         log.warning("the profiling pass %s: no stage profile for this job", why)
         return None
 

@@ -42,16 +42,6 @@ class WhatIf:
         return self.ceiling_after / self.ceiling_before - 1 if self.ceiling_before else 0.0
 
 
-def _within_its_ceiling(after: float, changed: CeilingModel, how: str, past: float) -> tuple[float, str]:
-    """A change's rate at most its own ceiling (times ``past``: how far past its ceiling the setting itself ran, within
-    the bound's uncertainty): the ratio on the measured rate carries the moment the run met past where the changed
-    costs allow (2 ranks on 2 cores, 0 workers each: 13,654 samples/s where their CPU limit was 12,337)."""
-    most = changed.ceiling().rate * max(past, 1.0)
-    if after <= most:
-        return after, how
-    return most, how + f"; held at its ceiling, where the ratio on the measured rate put {after:,.0f}"
-
-
 def _side_by_side_gain(model: CeilingModel, changed: CeilingModel, workers: int) -> tuple[float, str]:
     """How much faster the pipeline without the stage ran than the whole one, side by side, in the profile's loop
     that runs as ``workers`` do: without workers, one worker, or one per core (its lighter figures are the whole
@@ -72,12 +62,17 @@ def what_ifs(model: CeilingModel, workers: int, values: list[int], measured: Opt
     ``measured``, the rate the setting measured, when there is one."""
     ceiling, predicted = model.ceiling().rate, model.predict(workers)
     here = measured or predicted
-    past = here / ceiling if ceiling else 1.0
+    past = here / ceiling if ceiling else 1.0  # how far past its own ceiling the setting ran
+    bounded = past <= 1 + model.uncertainty()  # beyond the bound the model is off there (the report says so)
 
     def held(after: float, changed: CeilingModel, how: str) -> tuple[float, str]:
-        """A modelled change at most its ceiling; not where the setting itself ran past the model's bound (the model
-        is off there, and the report says so), nor a measured one (its own loops, beside the whole pipeline's)."""
-        return _within_its_ceiling(after, changed, how, past) if past <= 1 + model.uncertainty() else (after, how)
+        """A modelled change at most its own ceiling (x ``past``): the ratio on the measured rate carries the run's
+        moment past what the changed costs allow (2 ranks on 2 cores, 0 workers each: 13,654 samples/s where their
+        CPU limit was 12,337).  Not a measured change (its own loops), nor where the model is off."""
+        most = changed.ceiling().rate * max(past, 1.0)
+        if not bounded or after <= most:
+            return after, how
+        return most, how + f"; held at its ceiling, where the ratio on the measured rate put {after:,.0f}"
 
     scale = here / predicted if predicted > 0 else 1.0  # the modelled changes: the model's ratio on the measured rate
     on = "its ratio on the measured rate" if measured else "the model's own rate"

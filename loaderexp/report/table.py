@@ -89,7 +89,7 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
     for count, rec in recs.items():
         if rec is None:
             continue
-        moved = confirmation is not None and count == 1 and confirmed is not None and confirmed is not rec.result
+        moved = count == 1 and confirmed is not None and confirmed is not rec.result  # the race named another
         notes.append(rec.text.replace(LEAD, RACED_LEAD, 1) if moved else rec.text)
         if confirmation is not None and count == 1:
             notes.append(confirmation.text(axes, TOLERANCE))
