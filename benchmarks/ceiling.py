@@ -3,7 +3,8 @@
     python benchmarks/ceiling.py                    # sleep and burn at 0..4x the cores, CIFAR-10 and JPEGs at 0..4
     python benchmarks/ceiling.py --only sleep burn  # the checked ones only
     python benchmarks/ceiling.py --checks           # the ceiling as a bound, stage costs, what-ifs, memory forecast
-                                                    # (benchmarks/ceiling_checks.py; about 15 minutes)
+                                                    # (benchmarks/ceiling_checks.py; about 25 minutes)
+    python benchmarks/ceiling.py --checks --back-to-back  # the two identical sweeps one after the other
 
 Each dataset is swept as a user sweeps it (``python -m loaderexp -m dataset=... loader.num_workers=...``,
 ``bench.confirm_s=0``); every run records the model's prediction for its own setting
@@ -80,6 +81,8 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", choices=sorted(CASES), default=list(CASES))
     parser.add_argument("--checks", nargs="*", choices=sorted(CHECKED), default=None,
                         help="the bound, stage, what-if and memory checks, on these pipelines (none named: all)")
+    parser.add_argument("--back-to-back", action="store_true",
+                        help="with --checks: the two identical sweeps one after the other (default: interleaved)")
     args = parser.parse_args()
     print(f"host: {CORES} CPUs\n")
     failed = 0
@@ -90,7 +93,7 @@ def main() -> int:
                 failed += show(name, results, seconds, CASES[name][2])
                 (Path(tmp) / f"{name}.json").write_text(json.dumps([r.metrics for r in results]))
         else:
-            failed += run_checks(Path(tmp), args.checks or list(CHECKED))
+            failed += run_checks(Path(tmp), args.checks or list(CHECKED), not args.back_to_back)
     return 1 if failed else 0
 
 

@@ -66,11 +66,22 @@ def dataset(name: str) -> Any:
 
 # -- 1. the ceiling is a bound, and the same in two identical sweeps ------------------------------------------
 
-def sweeps(name: str, folder: Path) -> list[list]:
-    workers = ",".join(map(str, range(0, 2 * CORES + 1)))
-    return [sorted(sweep([*CASES[name], f"loader.num_workers={workers}", "bench.confirm_s=0"], folder / str(i),
-                         cwd=REPO, env={"LOADEREXP_DATA_ROOT": ROOT}).results, key=lambda r: r.workers)
-            for i in range(2)]
+def sweeps(name: str, folder: Path, interleaved: bool = True) -> list[list]:
+    """Two identical sweeps over 0..2x the cores. Interleaved (the default), each setting of one is measured beside
+    the same setting of the other (A then B, B then A at the next), each a one-job sweep with its own profile, so a
+    host whose speed moves over minutes moves both alike; back to back, one whole multirun after the other."""
+    workers = range(0, 2 * CORES + 1)
+    env = {"LOADEREXP_DATA_ROOT": ROOT}
+    if not interleaved:
+        return [sorted(sweep([*CASES[name], f"loader.num_workers={','.join(map(str, workers))}", "bench.confirm_s=0"],
+                             folder / str(i), cwd=REPO, env=env).results, key=lambda r: r.workers)
+                for i in range(2)]
+    both: list[list] = [[], []]
+    for w in workers:
+        for i in (0, 1) if w % 2 == 0 else (1, 0):
+            both[i] += sweep([*CASES[name], f"loader.num_workers={w}", "bench.confirm_s=0"], folder / str(i) / str(w),
+                             cwd=REPO, env=env).results
+    return both
 
 
 def host_load(runs: list) -> str:
@@ -308,11 +319,11 @@ def memory_check(folder: Path) -> bool:
     return abs(off) <= MEMORY_TOLERANCE
 
 
-def run_checks(folder: Path, names: list[str]) -> int:
+def run_checks(folder: Path, names: list[str], interleaved: bool = True) -> int:
     failed = 0
     for name in names:
         print(f"{name}:")
-        failed += not bound_check(name, sweeps(name, folder / name))
+        failed += not bound_check(name, sweeps(name, folder / name, interleaved))
         data = dataset(name)
         failed += not stage_check(name)
         failed += not what_if_check(name, data)
