@@ -13,6 +13,7 @@ import pytest
 
 from loaderexp.config import compose, composed_spec
 from loaderexp.execute import profiling
+from loaderexp.harness import forked
 from loaderexp.harness.forked import ForkFailed, answer_from_fork, can_fork
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="fork only (Linux, macOS)")
@@ -84,6 +85,15 @@ def test_a_copy_past_its_limit_is_killed(tmp_path):
     pid_file = tmp_path / "pid"
     assert "no answer in" in str(_fails("timeout", _sleeper(pid_file), limit_s=1.0))
     assert _gone(int(pid_file.read_text()))
+
+
+def test_a_copy_past_its_limit_gets_no_grace(tmp_path, monkeypatch):
+    """Killed at its limit, not after the wait an answered copy gets to exit (made 600 s here: the old code waited
+    it out before the kill)."""
+    monkeypatch.setattr(forked, "JOIN_S", 600.0)
+    started = time.monotonic()
+    _fails("timeout", _sleeper(tmp_path / "pid"), limit_s=0.5)
+    assert time.monotonic() - started < 60
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="Linux only (prctl's parent-death signal)")

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 T = TypeVar("T")
 PR_SET_PDEATHSIG = 1
-JOIN_S = 5.0  # for the copy to end after its answer (or before it is killed)
+JOIN_S = 5.0  # for the copy to end after its answer, or once killed
 
 
 class ForkFailed(RuntimeError):
@@ -41,19 +41,22 @@ def answer_from_fork(fn: Callable[[], T], limit_s: float, name: str = "loaderexp
     child = context.Process(target=_child, args=(fn, setup, sender), name=name)
     child.start()
     sender.close()
+    answered = False
     try:
         if not receiver.poll(limit_s):
             raise ForkFailed("timeout", f"no answer in {limit_s:.0f} s")
         outcome, value = receiver.recv()
+        answered = True
     except EOFError:
         child.join(JOIN_S)
         raise ForkFailed("died", f"its process ended without an answer: it {describe_exit(child.exitcode)}") from None
     finally:
         receiver.close()
-        child.join(JOIN_S)
+        if answered:  # it exits once its answer is sent; one past its limit is killed at once
+            child.join(JOIN_S)
         if child.is_alive():
             child.kill()
-            child.join(JOIN_S)
+        child.join(JOIN_S)
     if outcome == "raised":
         raise ForkFailed("raised", value)
     return value
