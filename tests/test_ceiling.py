@@ -462,6 +462,35 @@ def test_runs_that_differ_only_in_what_changes_nothing_here_are_repeats_of_one_c
     assert len(as_configurations(on_gpu)[0]) == 4
 
 
+def test_repeats_that_read_their_cpu_apart_widen_the_bound_by_as_much(tmp_path):
+    """The quickstart on a noisy stretch (2026-12-07): pin_memory true and false without CUDA are repeats, and the 2
+    workers' read 0.228 and 0.292 ms of CPU a sample, 28% apart, while the bound on the least of the runs stated
+    +-5%: a second sweep's least may lie that far off.  The bound states how far its repeats read apart, and says
+    why; the report's rows, one per configuration, keep it."""
+    from loaderexp.model.ceiling import MIN_UNCERTAINTY
+    from loaderexp.result.ceiling import cpu_spread_of_repeats
+
+    def run(workers: int, pin: bool, cpu_ms: float, cuda: bool = False) -> RunResult:
+        return RunResult("FINISHED", {NUM_WORKERS: workers, PIN_MEMORY: pin},
+                         {M.THROUGHPUT: 1000.0, M.CPU_PER_SAMPLE: cpu_ms}, host={"cuda_available": cuda},
+                         info={"delivery_ok": True})
+
+    cpus = [(2, 0.228), (2, 0.292), (4, 0.232), (4, 0.243), (0, 0.17), (0, 0.25)]  # 0 workers: not a worker's cost
+    runs = [run(w, i % 2 == 0, c) for i, (w, c) in enumerate(cpus)]
+    assert cpu_spread_of_repeats(runs) == pytest.approx(0.292 / 0.228 - 1)
+    rows = [r for _, r in as_configurations([(tmp_path / str(i), r) for i, r in enumerate(runs)])[0]]
+    assert len(rows) == 3 and cpu_spread_of_repeats(rows) == pytest.approx(0.292 / 0.228 - 1)
+    assert cpu_spread_of_repeats([run(w, i % 2 == 0, c, cuda=True) for i, (w, c) in enumerate(cpus)]) == 0.0
+
+    machine = Machine(cores=2, batch_size=10, cpu_s_per_sample_seen=0.00115)
+    noisy = CeilingModel(profile(), dataclasses.replace(machine, cpu_seen_spread=0.28))
+    assert noisy.ceiling().name == "CPU" and noisy.uncertainty() == pytest.approx(0.28)
+    assert noisy.ceiling_range().high == pytest.approx(noisy.ceiling().rate * 1.28)
+    assert "+-28%" in noisy.ceiling_range().text() and "read it up to 28% apart" in noisy.ceiling().how
+    quiet = CeilingModel(profile(), dataclasses.replace(machine, cpu_seen_spread=0.02))
+    assert quiet.uncertainty() == MIN_UNCERTAINTY and "apart" not in quiet.ceiling().how
+
+
 # The default budget (bench=quick's windows are too short for a figure to be held against anything).
 SLEEP = ["dataset=sleep", "dataset.sleep_ms=2", "loader.batch_size=8", "bench.confirm_s=0", "bench.profile_s=1",
          "tracking=none"]

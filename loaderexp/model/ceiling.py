@@ -1,18 +1,15 @@
 """This machine's limits for one dataset and transform, from the measured stage costs, and the throughput
 they predict against ``num_workers``.
 
-Each limit is in samples/s (Plumber's resource accounting, for torch's DataLoader), an upper bound from what
-the costs allow: CPU (the usable cores over a sample's CPU: fetch, transform, a worker's collating and sending,
-the main process's receiving), the main process (the batch over what it spends per batch receiving and pinning:
-no number of workers lifts it), storage (the files' cold read rate over a sample's bytes, when the files cannot
-stay in the page cache), the device copy (with CUDA) and the training step.
-
-The ceiling is the best of the two ways to load: the lowest of the limits with workers, or one process
-without them (measured: for cheap samples passing batches between processes costs more than it saves).  It is
-a range: at least what this machine was seen to do for the pipeline (the profile's loops, the sweep's runs),
-at most the binding limit with its costs' uncertainty.  The predicted curve: without workers, one process
-does everything in turn; with ``W`` workers, ``W`` samples per worker's time for one, up to the limits, the CPU
-one taken at what the usable cores really did together (the efficiency of the profile's all-cores loop).
+Each limit is in samples/s (Plumber's resource accounting, for torch's DataLoader), an upper bound from the costs:
+CPU (the usable cores over a sample's CPU: fetch, transform, a worker's collating and sending, the main process's
+receiving), the main process (the batch over its time receiving and pinning a batch: no number of workers lifts
+it), storage (the cold read rate over a sample's bytes, when the files cannot stay in the page cache), the device
+copy (CUDA) and the training step.  The ceiling is the better of two ways to load, the lowest limit with workers or
+one process without them, as a range: at least what this machine was seen to do for the pipeline (the profile's
+loops, the sweep's runs), at most the binding limit with its uncertainty.  The predicted curve: without workers,
+one process does everything in turn; with ``W`` workers, ``W`` samples per worker's time for one, up to the
+limits, the CPU one taken at what the usable cores really did together (the profile's all-cores loop).
 """
 
 from __future__ import annotations
@@ -38,6 +35,7 @@ class Machine:
     step_s_per_batch: Optional[float] = None  # the training step, measured
     pins: bool = False  # pin_memory with an accelerator: the pin thread's time per batch counts
     cpu_s_per_sample_seen: Optional[float] = None  # the least a sweep's run with workers used (its tree, seconds)
+    cpu_seen_spread: float = 0.0  # how far repeats of one configuration read their CPU a sample apart (max/min - 1)
     all_cores_rate: Optional[float] = None  # what the cores did together in runs past them (None: the profile's loop)
     moment: float = 1.0  # the runs' rates over the profile's at every setting (its costs read in another moment)
     workers_moment: float = 1.0  # ... at every setting with workers (its one-worker loop read in another moment)
@@ -138,7 +136,9 @@ class CeilingModel:
         if self._cpu_from_runs():
             cpu_per_sample = self.seen_cpu_s
             basis = ("the least a run of this sweep used with workers, its whole process tree"
-                     + (", less the stages left out" if self.left_out else ""))
+                     + (", less the stages left out" if self.left_out else "") + (
+                         f"; repeats of one configuration read it up to {100 * m.cpu_seen_spread:.0f}% apart"
+                         if m.cpu_seen_spread > MIN_UNCERTAINTY else ""))
         found = [Limit("CPU", m.cores / cpu_per_sample,
                        f"{m.cores:g} usable cores / {1000 * cpu_per_sample:.3f} ms CPU per sample ({basis})",
                        "more cores, or less CPU per sample" + (f": the costliest stage is {costliest}" if costliest
@@ -214,15 +214,15 @@ class CeilingModel:
         return alone if alone.rate > workers.rate else workers
 
     def uncertainty(self) -> float:
-        """How far the binding limit may be off: the least (:data:`LIGHTER_UNCERTAINTY` without a stage) where runs'
-        CPU per sample pins the CPU limit; else twice how far the one-worker loop's halves (or without workers, its
-        batches: IQR / median) were apart, at least that."""
+        """How far the binding limit may be off, at least the least (:data:`LIGHTER_UNCERTAINTY` without a stage):
+        where runs' CPU per sample pins the CPU limit, how far repeats of one configuration read it apart; else twice
+        how far the one-worker loop's halves (or without workers, its batches: IQR / median) were apart."""
         binding = self.ceiling().name
         least = LIGHTER_UNCERTAINTY if self.lighter is not None else MIN_UNCERTAINTY
         if binding == "one process":
             spread = self.profile.single_spread
         elif binding == "CPU" and (self._cpu_from_runs() or (self.seen_cpu_s is not None and not self.left_out)):
-            spread = 0.0
+            return max(least, self.machine.cpu_seen_spread)
         else:
             spread = self.lighter.spread if self.lighter is not None else self.profile.worker_cpu_spread
         return max(least, 2 * (spread or 0.0))

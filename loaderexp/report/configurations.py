@@ -1,6 +1,6 @@
-"""Runs as configurations: settings that cannot change anything on the host that measured them (pin_memory
-without an accelerator, non_blocking copies and copy prefetch without CUDA) are left out, and runs that
-differ only in them are repeats of one configuration, their spread the host's noise."""
+"""Runs as configurations in the report: settings that cannot change anything on the host that measured them are
+left out, and runs that differ only in them (:mod:`loaderexp.result.repeats`) are one row, their spread the host's
+noise."""
 
 from __future__ import annotations
 
@@ -10,18 +10,10 @@ from pathlib import Path
 from typing import Sequence
 
 from loaderexp.report.params import short_key
-from loaderexp.result import DEVICE_PREFETCH, NON_BLOCKING, PIN_MEMORY, RunResult
+from loaderexp.result import RunResult
 from loaderexp.result import metrics as M
-
-WITHOUT_CUDA = (PIN_MEMORY, NON_BLOCKING, DEVICE_PREFETCH)  # no effect where no CUDA device copies
-
-
-def inert_keys(results: Sequence[RunResult]) -> list[str]:
-    """The swept settings that could change nothing on any run's host."""
-    finished = [r for r in results if r.finished]
-    if not finished or any(r.host.cuda_available for r in finished):
-        return []
-    return [k for k in WITHOUT_CUDA if len({str(r.params.get(k)) for r in finished}) > 1]
+from loaderexp.result.ceiling import cpu_spread_of_repeats
+from loaderexp.result.repeats import configuration_key, inert_keys
 
 
 def _merged(group: list[tuple[Path, RunResult]], inert: list[str]) -> tuple[Path, RunResult]:
@@ -37,7 +29,8 @@ def _merged(group: list[tuple[Path, RunResult]], inert: list[str]) -> tuple[Path
     spread = (max(rates) - min(rates)) / median if median else 0.0
     metrics = {**middle.metrics, M.THROUGHPUT: median,
                M.THROUGHPUT_IQR: max(spread, *(r.metrics.get(M.THROUGHPUT_IQR, 0.0) for _, r in group))}
-    info = middle.info.but(repeats_of_one_configuration=len(group), configuration_rates=rates)
+    info = middle.info.but(repeats_of_one_configuration=len(group), configuration_rates=rates,
+                           configuration_cpu_spread=cpu_spread_of_repeats([r for _, r in group]) or None)
     return folder, dataclasses.replace(middle, params=params, metrics=metrics, info=info)
 
 
@@ -48,8 +41,7 @@ def as_configurations(items: Sequence[tuple[Path, RunResult]]) -> tuple[list[tup
         return list(items), []
     groups: dict[str, list[tuple[Path, RunResult]]] = {}
     for folder, result in items:
-        key = repr(sorted((k, str(v)) for k, v in result.params.items() if k not in inert)) + result.status
-        groups.setdefault(key, []).append((folder, result))
+        groups.setdefault(configuration_key(result, inert), []).append((folder, result))
     merged = [_merged(group, inert) for group in groups.values()]
     names = ", ".join(short_key(k) for k in inert)
     repeated = [r for _, r in merged if r.info.repeats_of_one_configuration]

@@ -10,6 +10,7 @@ from loaderexp.model import CeilingModel, Machine
 from loaderexp.result import BACKEND, BATCH_SIZE, NUM_WORKERS, PIN_MEMORY, RunResult
 from loaderexp.result import metrics as M
 from loaderexp.result.facts import RunFacts
+from loaderexp.result.repeats import repeat_groups
 
 MODELLED_BACKENDS = ("dataloader",)  # the model's worker and main-process costs are torch DataLoader's
 
@@ -29,14 +30,28 @@ def machine_of(result: RunResult, profile: StageProfile, alongside: Sequence[Run
         step_s_per_batch=m[M.STEP_MS] / 1000 if m.get(M.STEP_MS) else None,
         pins=bool(result.params.get(PIN_MEMORY)) and bool(host.cuda_available),
         cpu_s_per_sample_seen=least_cpu_per_sample([result, *alongside]),
+        cpu_seen_spread=cpu_spread_of_repeats([result, *alongside]),
     )
 
 
+def _cpu_costs(runs: Sequence[RunResult]) -> list[float]:
+    """The CPU per sample (seconds) of the runs with workers, their whole process trees."""
+    return [r.metrics[M.CPU_PER_SAMPLE] / 1000 for r in runs
+            if r.finished and (r.params.get(NUM_WORKERS) or 0) > 0 and r.metrics.get(M.CPU_PER_SAMPLE)]
+
+
 def least_cpu_per_sample(runs: Sequence[RunResult]) -> Optional[float]:
-    """The least CPU per sample (seconds) that the runs with workers used, their whole process trees."""
-    costs = [r.metrics[M.CPU_PER_SAMPLE] / 1000 for r in runs
-             if r.finished and (r.params.get(NUM_WORKERS) or 0) > 0 and r.metrics.get(M.CPU_PER_SAMPLE)]
-    return min(costs, default=None)
+    """The least CPU per sample (seconds) that the runs with workers used."""
+    return min(_cpu_costs(runs), default=None)
+
+
+def cpu_spread_of_repeats(runs: Sequence[RunResult]) -> float:
+    """How far repeats of one configuration with workers read their CPU per sample apart (max / min - 1), the most
+    over the configurations: the host's own movement from run to run, which a bound on the least of them inherits
+    (0: nothing repeated).  Windows of one run agree more closely than that: they share the host's moment."""
+    spreads = [max(costs) / min(costs) - 1 for group in repeat_groups(runs) if len(costs := _cpu_costs(group)) > 1]
+    merged = [r.info.configuration_cpu_spread or 0.0 for r in runs]  # repeats the report shows as one run
+    return max([*spreads, *merged], default=0.0)
 
 
 def model_of(result: RunResult, alongside: Sequence[RunResult] = ()) -> Optional[CeilingModel]:

@@ -197,6 +197,7 @@ class RunFacts(_Record):
     # A report's merge of runs that differ only in settings inert on their host (report.configurations)
     repeats_of_one_configuration: Optional[int] = None
     configuration_rates: Optional[list] = None
+    configuration_cpu_spread: Optional[float] = None  # how far their CPU per sample read apart (max / min - 1)
 
     def __post_init__(self) -> None:
         self.bound = _bound(self.bound)
