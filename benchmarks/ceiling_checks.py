@@ -115,8 +115,22 @@ def bound_check(name: str, both: list[list]) -> bool:
     apart = abs(highs[0] / highs[1] - 1)
     ok &= apart <= SAME_CEILING
     print(f"  the two sweeps' bounds {highs[0]:,.0f} and {highs[1]:,.0f}: {100 * apart:.1f}% apart "
-          f"(target {100 * SAME_CEILING:.0f}%): {'met' if apart <= SAME_CEILING else 'NOT met'}")
+          f"(target {100 * SAME_CEILING:.0f}%): {'met' if apart <= SAME_CEILING else 'NOT met'}; {same_setting(both)}")
     return ok
+
+
+def same_setting(both: list[list]) -> str:
+    """How far one setting's two runs read apart (interleaved: measured seconds apart), the host's own movement
+    beside the bounds'."""
+    pairs = [(a, b) for a in both[0] for b in both[1] if a.workers == b.workers and a.workers > 0
+             and a.metrics.get(M.CPU_PER_SAMPLE) and b.metrics.get(M.CPU_PER_SAMPLE)]
+    if not pairs:
+        return "no setting in both"
+    cpu = [max(a.metrics[M.CPU_PER_SAMPLE], b.metrics[M.CPU_PER_SAMPLE])
+           / min(a.metrics[M.CPU_PER_SAMPLE], b.metrics[M.CPU_PER_SAMPLE]) - 1 for a, b in pairs]
+    return (f"one setting's two runs read their CPU a sample {100 * min(cpu):.1f}-{100 * max(cpu):.1f}% apart ("
+            + ", ".join(f"{a.workers}: {a.metrics[M.CPU_PER_SAMPLE]:.3f}/{b.metrics[M.CPU_PER_SAMPLE]:.3f} ms"
+                        for a, b in pairs) + ")")
 
 
 # -- 2. stage costs against the same operation timed in a DataLoader loop -------------------------------------
