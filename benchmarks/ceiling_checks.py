@@ -70,17 +70,17 @@ def sweeps(name: str, folder: Path, interleaved: bool = True) -> list[list]:
     """Two identical sweeps over 0..2x the cores. Interleaved (the default), each setting of one is measured beside
     the same setting of the other (A then B, B then A at the next), each a one-job sweep with its own profile, so a
     host whose speed moves over minutes moves both alike; back to back, one whole multirun after the other."""
-    workers = range(0, 2 * CORES + 1)
-    env = {"LOADEREXP_DATA_ROOT": ROOT}
+    def runs(workers: str, into: Path) -> list:
+        return sweep([*CASES[name], f"loader.num_workers={workers}", "bench.confirm_s=0"], into, cwd=REPO,
+                     env={"LOADEREXP_DATA_ROOT": ROOT}).results
+
+    grid = range(0, 2 * CORES + 1)
     if not interleaved:
-        return [sorted(sweep([*CASES[name], f"loader.num_workers={','.join(map(str, workers))}", "bench.confirm_s=0"],
-                             folder / str(i), cwd=REPO, env=env).results, key=lambda r: r.workers)
-                for i in range(2)]
+        return [sorted(runs(",".join(map(str, grid)), folder / str(i)), key=lambda r: r.workers) for i in range(2)]
     both: list[list] = [[], []]
-    for w in workers:
+    for w in grid:
         for i in (0, 1) if w % 2 == 0 else (1, 0):
-            both[i] += sweep([*CASES[name], f"loader.num_workers={w}", "bench.confirm_s=0"], folder / str(i) / str(w),
-                             cwd=REPO, env=env).results
+            both[i] += runs(str(w), folder / str(i) / str(w))
     return both
 
 
@@ -122,15 +122,14 @@ def bound_check(name: str, both: list[list]) -> bool:
 def same_setting(both: list[list]) -> str:
     """How far one setting's two runs read apart (interleaved: measured seconds apart), the host's own movement
     beside the bounds'."""
-    pairs = [(a, b) for a in both[0] for b in both[1] if a.workers == b.workers and a.workers > 0
-             and a.metrics.get(M.CPU_PER_SAMPLE) and b.metrics.get(M.CPU_PER_SAMPLE)]
+    pairs = [(a.workers, a.metrics.get(M.CPU_PER_SAMPLE), b.metrics.get(M.CPU_PER_SAMPLE))
+             for a in both[0] for b in both[1] if a.workers == b.workers and a.workers > 0]
+    pairs = [(w, x, y) for w, x, y in pairs if x and y]
     if not pairs:
         return "no setting in both"
-    cpu = [max(a.metrics[M.CPU_PER_SAMPLE], b.metrics[M.CPU_PER_SAMPLE])
-           / min(a.metrics[M.CPU_PER_SAMPLE], b.metrics[M.CPU_PER_SAMPLE]) - 1 for a, b in pairs]
-    return (f"one setting's two runs read their CPU a sample {100 * min(cpu):.1f}-{100 * max(cpu):.1f}% apart ("
-            + ", ".join(f"{a.workers}: {a.metrics[M.CPU_PER_SAMPLE]:.3f}/{b.metrics[M.CPU_PER_SAMPLE]:.3f} ms"
-                        for a, b in pairs) + ")")
+    apart = [max(x, y) / min(x, y) - 1 for _, x, y in pairs]
+    return (f"one setting's two runs read their CPU a sample {100 * min(apart):.1f}-{100 * max(apart):.1f}% apart ("
+            + ", ".join(f"{w}: {x:.3f}/{y:.3f} ms" for w, x, y in pairs) + ")")
 
 
 # -- 2. stage costs against the same operation timed in a DataLoader loop -------------------------------------
