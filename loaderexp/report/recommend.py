@@ -11,18 +11,28 @@ from loaderexp.result import NUM_WORKERS, RANKS, TOLERANCE, Bound, RunResult, pa
 from loaderexp.result import metrics as M
 
 
+LEAD = "Recommendation: "
+# Where the race at a sweep's end named another pick: the jobs' one is what they read one after another
+RACED_LEAD = "Recommendation from the jobs, each measured in turn (the race below decides): "
+
+
 @dataclass
 class Recommendation:
     result: RunResult
     best: RunResult
     within_noise: bool
-    text: str
+    said: str  # the pick and why, after the lead
+
+    @property
+    def text(self) -> str:
+        return LEAD + self.said
+
+    def text_overruled(self) -> str:
+        """The same, where the race at the sweep's end named another pick."""
+        return RACED_LEAD + self.said
 
 
 NOISE_ALLOWANCE_CAP = 3  # a measured spread widens the tolerance to at most 3x itself
-LEAD = "Recommendation: "
-# Where the race at a sweep's end named another pick: the jobs' one is what they read one after another
-RACED_LEAD = "Recommendation from the jobs, each measured in turn (the race below decides): "
 
 
 def recommend(results: Sequence[RunResult], tolerance: float = TOLERANCE) -> Optional[Recommendation]:
@@ -87,7 +97,7 @@ def _text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult], rat
     settings = ", ".join(f"{short_key(k)}={param_text(chosen.params.get(k))}" for k in swept) or "the defaults"
     if ranks > 1:  # what each training process sets, and for how many of them it holds
         settings = f"{settings} per rank with {ranks} ranks"
-    text = f"{LEAD}{settings}: {rate(chosen):,.0f} samples/s" + (" across the ranks" if ranks > 1 else "")
+    text = f"{settings}: {rate(chosen):,.0f} samples/s" + (" across the ranks" if ranks > 1 else "")
     if chosen is best:
         return text + " (the fastest run)."
     text += (f", {100 * gap:.1f}% below the fastest ({rate(best):,.0f} samples/s, "

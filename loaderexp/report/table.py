@@ -14,7 +14,7 @@ from loaderexp.report.confirm import Confirmation, RaceVerdicts, confirmed_pick,
 from loaderexp.report.hosts import by_host_type, overlaps
 from loaderexp.report.params import short_key, varying_params
 from loaderexp.report.forecast import forecast_notes, prediction_note
-from loaderexp.report.recommend import LEAD, RACED_LEAD, recommend
+from loaderexp.report.recommend import recommend
 from loaderexp.result import NUM_WORKERS, TOLERANCE, RunResult, Status, param_text
 from loaderexp.result import metrics as M
 
@@ -90,7 +90,7 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
         if rec is None:
             continue
         moved = count == 1 and confirmed is not None and confirmed is not rec.result  # the race named another
-        notes.append(rec.text.replace(LEAD, RACED_LEAD, 1) if moved else rec.text)
+        notes.append(rec.text_overruled() if moved else rec.text)
         if confirmation is not None and count == 1:
             notes.append(confirmation.text(axes, TOLERANCE))
         notes += ["", *ceiling_sections([r for r in results if r.ranks == count], picks[count])]
