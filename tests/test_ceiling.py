@@ -654,13 +654,13 @@ def test_a_lighter_pipeline_timed_at_a_slow_moment_is_put_on_the_profiles_moment
     whole = Whole(0.0005, WorkerFigures(0.0004, 0.0004, 0.0002, "", 0.0), 5000.0)
     slow_whole, slow_lighter = WorkerFigures(0.0008, 0.0008, 0.0004, "", 0.02), WorkerFigures(0.0002, 0.0002, 0.0004, "", 0.01)
     pairs = (([2400, 2500, 2600], [9800, 10000, 10200]), ([2450, 2500, 2550], [9900, 10000, 10100]))
-    found = _rebased("Blur", whole, (0.001, 0.0004), (slow_whole, slow_lighter), pairs)
+    found = _rebased("Blur", whole, (0.001, 0.0004), [(slow_whole, slow_lighter)], pairs)
     assert found.stage == "Blur"
     assert found.worker_wall_s == pytest.approx(0.0001) and found.worker_cpu_s == pytest.approx(0.0001)
     assert found.single_wall_s == pytest.approx(0.0002) and found.main_cpu_s_per_batch == pytest.approx(0.0002)
     assert found.all_cores_rate == pytest.approx(20000.0)
     assert found.spread == pytest.approx(0.01)  # its one-worker loop's; both all-cores loops read 10,000
-    one_loop = _rebased("Blur", whole, (0.001, 0.0004), (slow_whole, slow_lighter), pairs[:1])
+    one_loop = _rebased("Blur", whole, (0.001, 0.0004), [(slow_whole, slow_lighter)], pairs[:1])
     assert one_loop.spread == pytest.approx(0.04)  # one all-cores loop: its thirds, 9,800..10,200 around 10,000
 
 
@@ -678,6 +678,39 @@ def test_the_all_cores_pairs_in_turn_cancel_a_drift_and_say_how_far_apart_they_r
     assert ratio == pytest.approx(4.0)
     assert apart == pytest.approx((4.4 / (4.0 * 1.21 / 1.331) - 1) / 2)
     assert pairs_ratio((([], [4000.0]), ([1000.0], [4000.0]))) == (pytest.approx(4.0), 0.0)  # an empty loop: the other
+
+
+def test_a_third_pair_when_two_disagree_and_the_median_leaves_out_the_loop_that_met_a_slow_stretch():
+    """One worker, the lighter pipeline truly 4x the whole one.  The loops in time: lighter, whole, whole, lighter;
+    the last one meets a stretch at half the host's speed, so the two pairs read 4.0x and 2.0x (further apart
+    than AGREE): a third pair, lighter then whole, reads 4.0x, and the median of the three is the truth where the
+    geometric mean of two was 2.8x.  The pairs' disagreement is stated in the spread.  Pairs that agree take no
+    third loop."""
+    from loaderexp.harness.profile_lighter import Whole, _paired, _rebased, _worker_ratio
+    from loaderexp.harness.profile_loops import WorkerFigures
+
+    order: list[str] = []
+    slow = iter([1, 1, 1, 2, 1, 1])  # each loop's slowdown, in the order the loops run
+
+    def loop(name: str, wall_s: float):
+        def timed():
+            order.append(name)
+            seconds = wall_s * next(slow)
+            return WorkerFigures(seconds, seconds, 0.0001, "", 0.0)
+        return timed
+
+    pairs = _paired(loop("lighter", 0.0001), loop("whole", 0.0004), _worker_ratio)
+    assert order == ["lighter", "whole", "whole", "lighter", "lighter", "whole"]
+    assert [round(_worker_ratio(*pair), 3) for pair in pairs] == [4.0, 2.0, 4.0]
+    whole = Whole(0.0005, WorkerFigures(0.0004, 0.0004, 0.0002, "", 0.0), None)
+    found = _rebased("Blur", whole, (0.001, 0.0004), pairs, [])
+    assert found.worker_wall_s == pytest.approx(0.0001) and found.worker_cpu_s == pytest.approx(0.0001)
+    assert found.spread == pytest.approx(0.5)  # 4.0 and 2.0: half their relative difference
+
+    order.clear()
+    slow = iter([1, 1, 1, 1.05])
+    assert len(_paired(loop("lighter", 0.0001), loop("whole", 0.0004), _worker_ratio)) == 2
+    assert order == ["lighter", "whole", "whole", "lighter"]
 
 
 def test_a_loops_thirds_hold_whole_rounds_of_its_workers_batches():

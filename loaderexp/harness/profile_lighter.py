@@ -12,8 +12,9 @@ the whole pipeline's loop and taken as their ratio, 30 of 36 read within 15% (at
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from loaderexp.harness.profile_loops import (MIN_TIMED, WorkerFigures, all_cores_rates, one_per_core, single_process,
                                              timed_batch, worker_figures)
@@ -27,9 +28,13 @@ SHARE = 0.20
 LEAST_S = 0.00005  # ... and at least 0.05 ms a sample (below, the loops could not tell it from their noise)
 MOST = 2  # the costliest two: they share the lighter pipelines' part of the profiling budget
 PAIR_S = 0.4  # the longest an all-cores loop of the whole pipeline may take at the run's batch
-# Of an operation's budget, each loop of its pairs: two single and two worker loops, four all-cores ones, 1.8x the
+# Of an operation's budget, each loop of its pairs: two single, four worker and four all-cores loops, 2.2x the
 # budget in all (and each loop with workers starts them): the pass runs past bench.profile_s by that much
 SHARES = {"single": 0.1, "worker": 0.2, "all_cores": 0.3}
+# Two one-worker pairs whose ratios are further apart than this: a third, on top of the 2.2x.  In 20 checks
+# against bare loops (the tensor and CPU-burn pipelines, interleaved with one pair's), one-worker what-ifs read
+# at most 6.5% off (mean 2.4%) where one pair read up to 16.2% (mean 4.5%)
+AGREE = 0.10
 
 
 def without(transform: Any, index: int) -> Optional[Callable]:
@@ -62,12 +67,13 @@ class Whole:
 
 def lighter_pipelines(dataset: Any, stages: list[Stage], indices: list[int], batch_size: Optional[int],
                       collate: Optional[Callable], cores: float, budget_s: float, whole: Whole) -> list[Lighter]:
-    """Each costly operation left out in turn, the lighter pipeline timed beside the whole one, in about 1.8 x
-    ``budget_s`` in all (:data:`SHARES`): each kind of loop twice, whole and lighter back to back at the same batch
-    (in the order whole-lighter, lighter-whole, whole-lighter; the all-cores loops, whose ratio is the what-if at the
-    cores, twice more, lighter-whole), and the lighter's figures put on ``whole``'s moment by the pairs' ratio.  A loop
-    of a tenth of a second meets the host's moment; two side by side meet the same one, and the same short loop's
-    start effects, which their ratio leaves out."""
+    """Each costly operation left out in turn, the lighter pipeline timed beside the whole one, in about 2.2 x
+    ``budget_s`` in all when the pairs agree (:data:`SHARES`): a pair of loops without workers, and two pairs with
+    one worker and two with one per core, each pair whole and lighter back to back at the same batch, the second
+    the other way round (whole, lighter, lighter, whole: a steady drift favours neither); a third one-worker pair
+    where the two read their ratio more than :data:`AGREE` apart.  The lighter's figures are put on ``whole``'s
+    moment by the pairs' ratio.  A loop of a tenth of a second meets the host's moment; two side by side meet the
+    same one, and the same short loop's start effects, which their ratio leaves out."""
     transform = getattr(dataset, "transform", None)
     found, chosen = [], costly(stages)
     budget_s /= max(len(chosen), 1)
@@ -103,16 +109,14 @@ def lighter_pipelines(dataset: Any, stages: list[Stage], indices: list[int], bat
 
         try:
             singles = (timed(transform, single), timed(lighter, single))
-            lighter_worker = timed(lighter, worker)  # this pair the other way round: lighter, then whole
-            one_worker = (timed(transform, worker), lighter_worker)
-            # Whole, lighter, lighter, whole: a drift over the four loops favours neither ratio's side (one pair
-            # read a 2-worker what-if beyond 15% of bare loops in 5 of 12 checks, -20% to +35%; two, in 4 of 26).
-            first = (timed(transform, rates), timed(lighter, rates))
-            later_lighter = timed(lighter, rates)
-            all_cores = (first, (timed(transform, rates), later_lighter))
+            one_worker = _paired(lambda: timed(lighter, worker), lambda: timed(transform, worker), _worker_ratio)
+            # Two pairs on all cores, never a third: a third where they read more than AGREE apart (6 of 10 there)
+            # brought those what-ifs no nearer bare loops (mean 8.8% and 14.0% off against 9.2% and 11.2%)
+            all_cores = _paired(lambda: timed(lighter, rates), lambda: timed(transform, rates), _rates_ratio,
+                                whole_first=True, settle=False)
         except Exception:  # noqa: BLE001 - the pipeline does not run without it (ToTensor before Normalize): modelled
             continue
-        if any(figures is None for figures in one_worker) or not all(singles):
+        if any(figures is None for pair in one_worker for figures in pair) or not all(singles):
             continue
         found.append(_rebased(stage.name, whole, singles, one_worker, all_cores))
     return found
@@ -125,18 +129,51 @@ def _middle(rates: list[float]) -> Optional[float]:
 Pair = tuple[list[float], list[float]]  # (whole, lighter): the segment rates of an all-cores loop of each
 
 
-def pairs_ratio(pairs: tuple[Pair, ...]) -> tuple[Optional[float], float]:
-    """The lighter-to-whole rate ratio of all-cores loops timed as pairs (the geometric mean of each pair's: in the
-    order whole-lighter, lighter-whole a steady drift's share cancels), and how far the pairs' ratios are apart
-    (half their relative difference; 0 with one pair)."""
-    ratios = []
-    for whole, lighter in pairs:
-        w_rate, l_rate = _middle(whole), _middle(lighter)
-        if w_rate and l_rate:
-            ratios.append(l_rate / w_rate)
+def _paired(lighter: Callable[[], Any], whole: Callable[[], Any], ratio: Callable[[Any, Any], Optional[float]],
+            whole_first: bool = False, settle: bool = True) -> list[tuple[Any, Any]]:
+    """(whole, lighter) pairs of loops: the second the other way round from the first (whole, lighter, lighter,
+    whole: a steady drift over the four favours neither side), and with ``settle`` a third as the first where the
+    two read ``ratio`` (lighter to whole) more than :data:`AGREE` apart: a loop that met a slow stretch, which the
+    median of three leaves out."""
+    def pair(whole_before: bool) -> tuple[Any, Any]:
+        if whole_before:
+            first = whole()
+            return first, lighter()
+        first = lighter()
+        return whole(), first
+
+    found = [pair(whole_first), pair(not whole_first)]
+    ratios = [r for r in (ratio(*each) for each in found) if r]
+    if settle and len(ratios) == 2 and 2 * _half_apart(ratios) > AGREE:
+        found.append(pair(whole_first))
+    return found
+
+
+def _worker_ratio(whole: Optional[WorkerFigures], lighter: Optional[WorkerFigures]) -> Optional[float]:
+    """How much faster one worker made the lighter pipeline than the whole one."""
+    return whole.wall_s / lighter.wall_s if whole and lighter and lighter.wall_s > 0 else None
+
+
+def _rates_ratio(whole: list[float], lighter: list[float]) -> Optional[float]:
+    w_rate, l_rate = _middle(whole), _middle(lighter)
+    return l_rate / w_rate if w_rate and l_rate else None
+
+
+def _combined(ratios: list[float]) -> Optional[float]:
+    """Three pairs' ratios: their median (a pair that met a slow stretch left out); one or two: their geometric mean
+    (two in turn cancel a steady drift's share)."""
     if not ratios:
-        return None, 0.0
-    return math.prod(ratios) ** (1 / len(ratios)), _half_apart(ratios)
+        return None
+    if len(ratios) >= 3:
+        return statistics.median(ratios)
+    return math.prod(ratios) ** (1 / len(ratios))
+
+
+def pairs_ratio(pairs: Sequence[Pair]) -> tuple[Optional[float], float]:
+    """The lighter-to-whole rate ratio of all-cores loops timed as pairs (:func:`_combined`), and how far the
+    pairs' ratios are apart (half their relative difference; 0 with one pair)."""
+    ratios = [r for r in (_rates_ratio(whole, lighter) for whole, lighter in pairs) if r]
+    return (_combined(ratios), _half_apart(ratios)) if ratios else (None, 0.0)
 
 
 def _half_apart(values: list[float]) -> float:
@@ -156,20 +193,25 @@ def _loops_apart(loops: list[list[float]]) -> float:
     return (max(rates) - min(rates)) / middles[0] if middles else 0.0
 
 
-def _rebased(name: str, whole: Whole, singles: tuple[float, float], workers: tuple[WorkerFigures, WorkerFigures],
-             all_cores: tuple[Pair, ...]) -> Lighter:
+def _rebased(name: str, whole: Whole, singles: tuple[float, float],
+             workers: Sequence[tuple[WorkerFigures, WorkerFigures]], all_cores: Sequence[Pair]) -> Lighter:
     """The lighter pipeline's figures as the whole pipeline's from the profile, times the lighter-to-whole ratio of
-    the loops timed side by side."""
-    (w_single, l_single), (w_worker, l_worker) = singles, workers
+    the loops timed side by side; its spread, how far its loops and the pairs read apart."""
+    w_single, l_single = singles
     ratio, apart = pairs_ratio(all_cores)
     all_cores_rate = whole.all_cores_rate * ratio if whole.all_cores_rate and ratio else None
-    spread = max(l_worker.spread, apart, _loops_apart([lighter for _, lighter in all_cores]))
+    gains = [r for r in (_worker_ratio(*pair) for pair in workers) if r]
+    spread = max(max(lighter.spread for _, lighter in workers), _half_apart(gains) if gains else 0.0, apart,
+                 _loops_apart([lighter for _, lighter in all_cores]))
 
     def on_whole(attribute: str) -> float:
-        """The profile's whole-pipeline figure times the pair's lighter-to-whole ratio (the lighter's own when the
-        whole one's loop read nothing)."""
-        lighter, beside = getattr(l_worker, attribute), getattr(w_worker, attribute)
-        return getattr(whole.worker, attribute) * lighter / beside if beside > 0 else lighter
+        """The profile's whole-pipeline figure times the pairs' lighter-to-whole ratio (the lighter's own when the
+        whole one's loops read nothing)."""
+        ratios = [getattr(lighter, attribute) / getattr(beside, attribute) for beside, lighter in workers
+                  if getattr(beside, attribute) > 0]
+        combined = _combined(ratios)
+        return getattr(whole.worker, attribute) * combined if combined is not None else \
+            getattr(workers[-1][1], attribute)
 
     return Lighter(name, whole.single_wall_s * l_single / w_single, on_whole("cpu_s"), on_whole("wall_s"),
                    on_whole("main_cpu_s_per_batch"), all_cores_rate, spread)
