@@ -136,11 +136,12 @@ def _paired(lighter: Callable[[], Any], whole: Callable[[], Any], ratio: Callabl
     two read ``ratio`` (lighter to whole) more than :data:`AGREE` apart: a loop that met a slow stretch, which the
     median of three leaves out."""
     def pair(whole_before: bool) -> tuple[Any, Any]:
+        """One (whole, lighter) pair, its loops timed in the order asked."""
         if whole_before:
-            first = whole()
-            return first, lighter()
-        first = lighter()
-        return whole(), first
+            whole_loop = whole()
+            return whole_loop, lighter()
+        lighter_loop = lighter()
+        return whole(), lighter_loop
 
     found = [pair(whole_first), pair(not whole_first)]
     ratios = [r for r in (ratio(*each) for each in found) if r]
@@ -155,6 +156,7 @@ def _worker_ratio(whole: Optional[WorkerFigures], lighter: Optional[WorkerFigure
 
 
 def _rates_ratio(whole: list[float], lighter: list[float]) -> Optional[float]:
+    """How much faster the lighter pipeline's all-cores loop ran than the whole one's (their thirds' middles)."""
     w_rate, l_rate = _middle(whole), _middle(lighter)
     return l_rate / w_rate if w_rate and l_rate else None
 
@@ -169,10 +171,12 @@ def _combined(ratios: list[float]) -> Optional[float]:
     return math.prod(ratios) ** (1 / len(ratios))
 
 
-def pairs_ratio(pairs: Sequence[Pair]) -> tuple[Optional[float], float]:
-    """The lighter-to-whole rate ratio of all-cores loops timed as pairs (:func:`_combined`), and how far the
-    pairs' ratios are apart (half their relative difference; 0 with one pair)."""
-    ratios = [r for r in (_rates_ratio(whole, lighter) for whole, lighter in pairs) if r]
+def pairs_ratio(pairs: Sequence[tuple[Any, Any]],
+                ratio: Callable[[Any, Any], Optional[float]] = _rates_ratio) -> tuple[Optional[float], float]:
+    """The lighter-to-whole rate ratio of loops timed as (whole, lighter) pairs (:func:`_combined`; all-cores loops
+    unless ``ratio`` reads other ones), and how far the pairs' ratios are apart (half their relative difference; 0
+    with one pair)."""
+    ratios = [r for r in (ratio(whole, lighter) for whole, lighter in pairs) if r]
     return (_combined(ratios), _half_apart(ratios)) if ratios else (None, 0.0)
 
 
@@ -200,8 +204,8 @@ def _rebased(name: str, whole: Whole, singles: tuple[float, float],
     w_single, l_single = singles
     ratio, apart = pairs_ratio(all_cores)
     all_cores_rate = whole.all_cores_rate * ratio if whole.all_cores_rate and ratio else None
-    gains = [r for r in (_worker_ratio(*pair) for pair in workers) if r]
-    spread = max(max(lighter.spread for _, lighter in workers), _half_apart(gains) if gains else 0.0, apart,
+    _, workers_apart = pairs_ratio(workers, _worker_ratio)
+    spread = max(max(lighter.spread for _, lighter in workers), workers_apart, apart,
                  _loops_apart([lighter for _, lighter in all_cores]))
 
     def on_whole(attribute: str) -> float:
