@@ -275,12 +275,14 @@ def bare_rate(data: Any, workers: int, batches: int = 200) -> float:
 
 def what_if_check(name: str, data: Any) -> bool:
     """Each operation left out in turn: the pipeline without it and the whole pipeline (the rate a sweep's run
-    measured, which a what-if stands on), in pairs of bare loops, one just before a profile of the whole
-    pipeline (which measures its lighter pipelines inside) and two just after.  The reference is the median of
-    the three pairs' lighter-to-whole ratios on the whole one's mean: a pair's two loops meet the same moment,
-    and one pair that met a slow stretch does not decide it (the mean of one pair before and one after moved
-    9-28% with a single loop, and the median of three read every one-worker what-if of 18 within 13%).  A
-    modelled one's figure from the model's own rate (no run to stand on) is printed beside it."""
+    measured, which a what-if stands on), in pairs of bare loops, two just before a profile of the whole pipeline
+    (which measures its lighter pipelines inside) and two just after.  The reference is the median of the four
+    pairs' lighter-to-whole ratios on the whole one's mean: a pair's two loops meet the same moment, and a pair
+    that met a slow stretch does not decide it.  Four, not three: the light pipelines' bare loops move 20-30%
+    from one loop to the next (their ratio's sd 6-9% over eight rounds) where the whole ones' hold within 3%, so
+    the median of three, one before and two after, could itself sit as far from the moment as the target allows
+    (x7.55 before one profile, x5.70 and x7.44 after it).  A modelled one's figure from the model's own rate (no
+    run to stand on) is printed beside it."""
     ok = True
     transform = data.transform
     kept, counts = transform.transforms, (1, CORES)
@@ -308,7 +310,7 @@ def what_if_check(name: str, data: Any) -> bool:
                 found.append((without, bare_rate(data, workers, batches)))
             return found
 
-        pairs = [references()]
+        pairs = [references(), references()]
         model = CeilingModel(profile_stages(data, 64, None, CORES, 2.0), Machine(cores=CORES, batch_size=64))
         pairs += [references(), references()]
         measured_without = model.without(op_name).lighter is not None
