@@ -11,7 +11,8 @@ Exit 1 when throughput fell by more than ``--tolerance`` with that confidence (t
 but not wholly is said, not failed: a noisy host must not cry wolf); 2 when they cannot be compared
 (another node type, no such baseline, a baseline that holds no measurement, or a host whose other load
 while this check measured differs from the baseline's by more than a quarter core or a tenth of its
-cores: the host, not the code, would decide).  ``key=value`` arguments change the baseline's settings first.
+cores, or whose pace at a fixed piece of CPU work moved by more than 15% and the fall is not beyond what that
+explains: the host, not the code, would decide).  ``key=value`` arguments change the baseline's settings first.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from loaderexp.config import RESOLVED_CONFIG, ConfigError, compose, config_from_file
 from loaderexp.execute.dispatch import host_facts
-from loaderexp.report.busy import BUSY_CORES, BUSY_SHARE
+from loaderexp.report.busy import BUSY_CORES, BUSY_SHARE, PACE_MOVED, pace_readings
 from loaderexp.report.confirm import Confirmation
 from loaderexp.report.export import recommended
 from loaderexp.report.hosts import host_type
@@ -180,9 +181,26 @@ def compared(base: RunResult, folder: Path, now: list[RunResult], out: Path, tol
     if busy:
         print(f"loaderexp check: cannot compare: {busy}")
         return 2
+    slower = pace_now(base, now)
+    if slower is not None and slower > 1 + PACE_MOVED and not difference.high < (1 - tolerance) / slower - 1:
+        print(f"loaderexp check: cannot compare: the host's pace moved: a fixed piece of CPU work took x{slower:.2f} "
+              "the CPU now that it took while the baseline measured (sharing the host's own counters do not show: a "
+              "neighbour below the VM, steal unreported, a moving clock), and the fall is not beyond what that "
+              "explains; run the check again at another moment, or measure the baseline again here")
+        return 2
     code, text = verdict(difference, tolerance)
     print(text)
     return code
+
+
+def pace_now(base: RunResult, now: Sequence[RunResult]) -> Optional[float]:
+    """How much slower the host ran a fixed piece of CPU work now than around the baseline (the readings' medians;
+    None where either has none: a baseline from before loaderexp timed it).  A fall beyond what this explains
+    (below (1 - tolerance) / pace - 1 with 95% confidence) is still the code's: a 3x slower loader still fails."""
+    before, after = pace_readings(base), [v for r in now for v in pace_readings(r)]
+    if not before or not after:
+        return None
+    return statistics.median(after) / statistics.median(before)
 
 
 def geometric_mean(rates: Sequence[float]) -> float:

@@ -51,13 +51,13 @@ def check(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=300, env={**os.environ, "HYDRA_FULL_ERROR": "0"})
 
 
-HOST_MOVED = "cannot compare: the host was"  # the check declines: other processes' load differed (exit 2)
+HOST_MOVED = "cannot compare: the host"  # the check declines: the others' load or the host's pace moved (exit 2)
 TRIES = 3
 
 
 def compared(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """The check, run again (up to TRIES times) while it declines because the host's other load moved between
-    the baseline and now: on a shared host (CI's) that is its honest answer, not the loader's; when it never
+    """The check, run again (up to TRIES times) while it declines because the host's other load or its pace moved
+    between the baseline and now: on a shared host (CI's) that is its honest answer, not the loader's; when it never
     compares, the test is skipped, saying so."""
     for _ in range(TRIES):
         done = check(*args, cwd=cwd)

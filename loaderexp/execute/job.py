@@ -33,6 +33,7 @@ from loaderexp.harness.budget import whole_rounds
 from loaderexp.harness.memory import EpochMemory
 from loaderexp.harness.records import Budget, BudgetSpec, LoaderFacts, Measurement
 from loaderexp.harness.repeats import RepeatPlan, repeat_until_precise
+from loaderexp.harness.host_pace import PaceRecord, reference_ms
 from loaderexp.harness.resources import ResourceMonitor
 from loaderexp.harness.shm import shm_preflight
 from loaderexp.harness.steps import Consumer
@@ -156,9 +157,13 @@ def quiet_torch_warnings() -> Iterator[None]:
 def measure_job(spec: Config, on_batch: Optional[OnBatch] = None, built: Optional[BuiltDataset] = None,
                 forked_from: tuple[int, ...] = ()) -> Measurement:
     """:func:`measure` in this one process, with torch's warnings for what the run records itself
-    left out (several ranks: :func:`loaderexp.execute.ranks.measure_on_node`)."""
+    left out (several ranks: :func:`loaderexp.execute.ranks.measure_on_node`), and the host's pace before its
+    loader starts and after its workers end (:mod:`loaderexp.harness.host_pace`)."""
     with quiet_torch_warnings():
-        return measure(spec, on_batch, built, forked_from)
+        before = reference_ms()
+        measured = measure(spec, on_batch, built, forked_from)
+        measured.pace = PaceRecord(before, reference_ms())
+        return measured
 
 
 def measure(spec: Config, on_batch: Optional[OnBatch] = None, built: Optional[BuiltDataset] = None,

@@ -81,8 +81,13 @@ PROFILE_LIMIT_S = 60.0
 
 def _profile(spec: Config, dataset: Any) -> Optional[StageProfile]:
     from loaderexp.data.build import collate_for
+    from loaderexp.harness.host_pace import reference_ms
     from loaderexp.harness.profile import profile_stages
 
+    pace = reference_ms()  # the host's pace as the pass starts: the runs' are held against it in the report
     # The usable cores: a CPU quota's share (inside `--cpus=1` a 2-core machine is a 1-core one), not the affinity's.
-    return profile_stages(dataset, spec.loader.batch_size, collate_for(spec.loader, dataset), usable_cpus(),
-                          spec.bench.profile_s, spec.bench.seed)
+    profile = profile_stages(dataset, spec.loader.batch_size, collate_for(spec.loader, dataset), usable_cpus(),
+                             spec.bench.profile_s, spec.bench.seed)
+    if profile is not None:
+        profile.reference_ms = pace
+    return profile

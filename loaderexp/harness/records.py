@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Optional
 
 from loaderexp.harness.host_load import HostLoadRecord
+from loaderexp.harness.host_pace import PaceRecord
 from loaderexp.harness.memory import MemoryRecord, MemorySample
 from loaderexp.harness.stages import StageProfile
 
@@ -25,8 +26,7 @@ def percentile(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
+    low, high = int(position), min(int(position) + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
@@ -243,6 +243,7 @@ class Measurement:
     memory: Optional[MemoryRecord] = None
     cold: Optional[ColdRecord] = None
     profile: Optional[StageProfile] = None  # the stage costs (this job's pass, or the sweep's earlier one)
+    pace: PaceRecord = field(default_factory=PaceRecord)  # a fixed piece of CPU work timed around it (one process)
 
     @property
     def throughput(self) -> Spread:

@@ -41,3 +41,59 @@ def busy_notes(results: Sequence[RunResult]) -> list[str]:
                      "others): a gap between runs measured under different loads may be the host's, not the "
                      "settings'")
     return notes
+
+
+
+PACE_MOVED = 0.15  # runs whose paces lie further apart than this (slowest over quickest, less 1): the pace moved
+
+
+def pace_readings(run: RunResult) -> list[float]:
+    """The fixed piece of work's CPU ms before the run's loader started and after its workers ended."""
+    return [v for v in (run.metrics.get(M.PACE_BEFORE), run.metrics.get(M.PACE_AFTER)) if v]
+
+
+def run_pace(run: RunResult) -> Optional[float]:
+    """The run's pace: the mean of its readings, one on each side of its windows (one reading is 7 parts' median,
+    so a lasting change moves it; the two together, what the windows between them met)."""
+    readings = pace_readings(run)
+    return sum(readings) / len(readings) if readings else None
+
+
+def _paces(results: Sequence[RunResult]) -> list[float]:
+    return [p for p in (run_pace(r) for r in results if r.finished) if p is not None]
+
+
+def quickest_pace(results: Sequence[RunResult]) -> Optional[float]:
+    """The sweep's quickest run's pace: the one the others are held against."""
+    return min(_paces(results), default=None)
+
+
+def pace_moved(results: Sequence[RunResult]) -> bool:
+    paces = _paces(results)
+    return len(paces) >= 2 and max(paces) / min(paces) - 1 > PACE_MOVED
+
+
+def pace_cell(run: RunResult, quickest: Optional[float]) -> str:
+    """The run's pace over the sweep's quickest: 1.00x ran at the sweep's best pace."""
+    pace = run_pace(run)
+    return f"{pace / quickest:.2f}x" if pace and quickest else "-"
+
+
+def pace_notes(results: Sequence[RunResult]) -> list[str]:
+    """One line when the host ran the same fixed work at different paces around the runs: sharing that its own
+    counters (the others' CPU, steal, throttling) do not show."""
+    finished = [r for r in results if r.finished]
+    if not pace_moved(finished):
+        return []
+    paces = _paces(finished)
+    others = [load for load in (others_of(r) for r in finished) if load is not None]
+    steal = [r.metrics[M.STEAL] for r in finished if M.STEAL in r.metrics]
+    seen = (f" while the others' CPU read {max(others):.2f} cores at most" if others else "") + \
+        (f" and steal {max(steal):.2f}" if steal else "")
+    return [f"the host's pace moved while this sweep measured: a fixed piece of CPU work took {min(paces):.2f} to "
+            f"{max(paces):.2f} ms of its thread's CPU around the runs (x{max(paces) / min(paces):.2f}; a run's "
+            f"readings before and after it, averaged; column pace: each against the quickest){seen}: sharing that "
+            "the host's own counters do not show (a neighbour below the VM, a hypervisor taking the CPU unreported, a "
+            "moving clock). Runs measured at different paces can part that much for the host's sake, not the "
+            "settings': the side-by-side race (bench.confirm_s) compares them at one moment; or measure again at a "
+            "steadier one"]

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from typing import Any, Optional, Sequence
 
 from loaderexp.model import CeilingModel
 from loaderexp.model.ceiling import CeilingRange
 from loaderexp.model.knee import AGREE, misses
 from loaderexp.model.whatif import what_ifs
+from loaderexp.report.busy import PACE_MOVED, run_pace
 from loaderexp.result import NUM_WORKERS, RunResult, Status
 from loaderexp.result import metrics as M
 from loaderexp.result.ceiling import model_of, refit_of, refit_words
@@ -48,11 +50,26 @@ def stage_table(runs: Sequence[RunResult]) -> list[str]:
     if abs(gap) > APART:  # an op the pass met at another moment of the host than the loop (docs/ceiling.md)
         lines.append(f"  the stages and the loop part by {100 * abs(gap):.0f}%: a stage's cost may be that far off, "
                      "and a what-if that takes one away with it")
+    lines.extend(_pace_line(profile.reference_ms, runs))
     lines.extend(_fresh_memory(profile.stages))
     lines.append(f"  in a worker: {1000 * profile.worker_cpu_s:.4f} ms CPU, {1000 * profile.worker_wall_s:.4f} ms wall per "
                  f"sample ({profile.worker_basis}); the main process receives a batch in "
                  f"{1000 * profile.main_cpu_s_per_batch:.3f} ms CPU")
     return lines
+
+
+def _pace_line(profiled: Optional[float], runs: Sequence[RunResult]) -> list[str]:
+    """Whether the pass met the host at the runs' pace (a fixed piece of CPU work timed as each began)."""
+    paces = [p for p in (run_pace(r) for r in runs) if p is not None]
+    if not profiled or not paces:
+        return []
+    around = statistics.median(paces)
+    ratio = profiled / around
+    if abs(ratio - 1) <= PACE_MOVED:
+        return []
+    return [f"  the pass met the host at another pace than the runs: a fixed piece of CPU work took {profiled:.2f} ms "
+            f"of CPU as it began, {around:.2f} around the runs (median; x{ratio:.2f}): its costs, and the limits and "
+            f"what-ifs made from them, may read that much {'high' if ratio > 1 else 'low'}"]
 
 
 def _fresh_memory(stages: Sequence[Any]) -> list[str]:

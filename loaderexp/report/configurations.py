@@ -9,6 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Sequence
 
+from loaderexp.report.busy import run_pace
 from loaderexp.report.params import short_key
 from loaderexp.result import RunResult
 from loaderexp.result import metrics as M
@@ -29,6 +30,9 @@ def _merged(group: list[tuple[Path, RunResult]], inert: list[str]) -> tuple[Path
     spread = (max(rates) - min(rates)) / median if median else 0.0
     metrics = {**middle.metrics, M.THROUGHPUT: median,
                M.THROUGHPUT_IQR: max(spread, *(r.metrics.get(M.THROUGHPUT_IQR, 0.0) for _, r in group))}
+    # the pace column says what the configuration's runs met: its slowest run's readings
+    slowest = max((r for _, r in group), key=lambda r: run_pace(r) or 0.0)
+    metrics.update({k: slowest.metrics[k] for k in (M.PACE_BEFORE, M.PACE_AFTER) if k in slowest.metrics})
     info = middle.info.but(repeats_of_one_configuration=len(group), configuration_rates=rates,
                            configuration_cpu_spread=cpu_spread_of_repeats([r for _, r in group]) or None)
     return folder, dataclasses.replace(middle, params=params, metrics=metrics, info=info)

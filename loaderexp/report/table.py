@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from loaderexp.report.busy import busy_notes
+from loaderexp.report.busy import busy_notes, pace_cell, pace_moved, pace_notes, quickest_pace
 from loaderexp.model.ceiling import CeilingRange
 from loaderexp.report.ceiling import beyond, ceiling_for, ceiling_sections, sweep_ceilings
 from loaderexp.report.configurations import as_configurations
@@ -58,6 +58,7 @@ def _hostnames(group: Sequence[tuple[Path, RunResult]]) -> str:
 
 
 def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confirmation] = None) -> str:
+    every_run = [r for _, r in items]
     items, merged = as_configurations(items)
     results = [r for _, r in items]
     axes = varying_params(results) or [NUM_WORKERS]
@@ -70,7 +71,8 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
                     ranked=any(r.metrics.get(M.RANK_COUNT, 1) > 1 for r in results),  # ranks loaded at once
                     cold=any(M.COLD in r.metrics for r in results),  # bench.cache=cold|both
                     ceiling=any(M.CEILING_FRACTION in r.metrics for r in results),
-                    others=any(M.OTHERS_CPU in r.metrics for r in results))  # the host's other load
+                    others=any(M.OTHERS_CPU in r.metrics for r in results),  # the host's other load
+                    pace=quickest_pace(every_run) if pace_moved(every_run) else None)  # sharing it cannot see
     # The run the sweep answers with: the race's pick where it raced (it may replace the jobs' recommendation).
     picks = {count: rec.result if rec else None for count, rec in recs.items()}
     confirmed = confirmed_pick(confirmation, results)
@@ -85,7 +87,8 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    notes = [*merged, *_notes(items, kinds.ranked), *noise_advice(results), *busy_notes(results)]
+    notes = [*merged, *_notes(items, kinds.ranked), *noise_advice(results), *busy_notes(results),
+             *pace_notes(every_run)]
     for count, rec in recs.items():
         if rec is None:
             continue
@@ -106,13 +109,14 @@ class Columns:
     cold: bool
     ceiling: bool
     others: bool = False
+    pace: Optional[float] = None  # the sweep's quickest reading of the fixed work, where the pace moved
 
     def header(self, axes: Sequence[str]) -> list[str]:
         return [*(short_key(a) for a in axes), "status", "samples/s", *(["slowest"] if self.ranked else []), "vs pick",
                 "±IQR%", "MB/s", *(["cold/s", "cold MB/s"] if self.cold else []), "1st batch s", "epoch s",
                 "wait p50/p95 ms", "speed-up", *(["ceil%"] if self.ceiling else []), "stall%",
                 *(["bound"] if self.stepped else []), "h2d GB/s", "PSS MB", *(["others"] if self.others else []),
-                "delivery"]
+                *(["pace"] if self.pace else []), "delivery"]
 
 
 def versus(r: RunResult, pick: Optional[RunResult], raced: Optional[RaceVerdicts] = None) -> str:
@@ -187,6 +191,7 @@ def _row(r: RunResult, axes: Sequence[str], base_rate: Optional[float], kinds: C
         _fmt(m.get(M.H2D_GBPS), 2) if m.get(M.H2D_MEASURED) else "n/m",
         f"({m[M.PSS_FORECAST]:,.0f})" if r.status is Status.PREDICTED and M.PSS_FORECAST in m else _fmt(m.get(M.PSS), 0),
         *([_fmt(m.get(M.OTHERS_CPU), 1)] if others else []),
+        *([pace_cell(r, kinds.pace)] if kinds.pace else []),
         {True: "ok", False: "broken", None: "-"}[r.info.delivery_ok],  # not a run status: samples lost or repeated
     ]
 

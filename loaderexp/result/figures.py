@@ -164,7 +164,8 @@ def _resource_metrics(m: Measurement) -> dict[str, float]:
         found[M.SHM] = resources.shm_peak_mb
     load = resources.host_load
     for name, value in ((M.OTHERS_CPU, load.others_cores_mean), (M.OTHERS_CPU_MAX, load.others_cores_max),
-                        (M.STEAL, load.steal_cores_mean), (M.THROTTLED, load.throttled_s)):
+                        (M.STEAL, load.steal_cores_mean), (M.THROTTLED, load.throttled_s),
+                        (M.PACE_BEFORE, m.pace.before_ms), (M.PACE_AFTER, m.pace.after_ms)):
         if value is not None:
             found[name] = value
     return found

@@ -122,6 +122,12 @@ OTHERS_CPU = metric("others_cpu_cores_mean", "cores", SLOWEST, "CPU other proces
 OTHERS_CPU_MAX = metric("others_cpu_cores_max", "cores", SLOWEST, "CPU other processes used, highest interval")
 STEAL = metric("steal_cores_mean", "cores", SLOWEST, "the hypervisor's steal, mean")
 THROTTLED = metric("cpu_throttled_s", S, SLOWEST, "time the cgroup's CPU quota held the run back")
+# The host's pace (harness.host_pace): what its own counters cannot see.  Not a rank's: the ranks load at once.
+PACE_BEFORE = metric("reference_cpu_ms_before", "ms", Combine.NONE,
+                     "a fixed piece of CPU work, its thread's CPU time before the loader started")
+PACE_AFTER = metric("reference_cpu_ms_after", "ms", Combine.NONE,
+                    "the same after the run's workers ended: hidden sharing (a neighbour below the VM, steal the "
+                    "guest is not told of, a moving clock) makes it slower")
 SHM = metric("shm_peak_mb", "MB", SLOWEST, "/dev/shm in use beyond the start, peak (the node's)")
 GPU_UTIL = metric("gpu_util_percent_mean", "%", SLOWEST, "NVML utilisation of the run's GPU")
 GPU_MEMORY = metric("gpu_memory_used_peak_mb", "MB", SLOWEST, "NVML memory in use on the run's GPU, peak")
