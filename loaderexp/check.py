@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from loaderexp.config import RESOLVED_CONFIG, ConfigError, compose, config_from_file
 from loaderexp.execute.dispatch import host_facts
-from loaderexp.report.busy import BUSY_CORES, BUSY_SHARE, PACE_MOVED, pace_readings
+from loaderexp.report.busy import BUSY_CORES, BUSY_SHARE, PACE_MOVED, run_pace
 from loaderexp.report.confirm import Confirmation
 from loaderexp.report.export import recommended
 from loaderexp.report.hosts import host_type
@@ -194,13 +194,14 @@ def compared(base: RunResult, folder: Path, now: list[RunResult], out: Path, tol
 
 
 def pace_now(base: RunResult, now: Sequence[RunResult]) -> Optional[float]:
-    """How much slower the host ran a fixed piece of CPU work now than around the baseline (the readings' medians;
+    """How much slower the host ran a fixed piece of CPU work now than around the baseline (the runs' paces, the
+    median of now's;
     None where either has none: a baseline from before loaderexp timed it).  A fall beyond what this explains
     (below (1 - tolerance) / pace - 1 with 95% confidence) is still the code's: a 3x slower loader still fails."""
-    before, after = pace_readings(base), [v for r in now for v in pace_readings(r)]
-    if not before or not after:
+    before, after = run_pace(base), [p for p in (run_pace(r) for r in now) if p is not None]
+    if before is None or not after:
         return None
-    return statistics.median(after) / statistics.median(before)
+    return statistics.median(after) / before
 
 
 def geometric_mean(rates: Sequence[float]) -> float:

@@ -75,7 +75,7 @@ class StageProfile:
     worker_cpu_spread: float = 0.0  # the one-worker loop's two halves' CPU per sample apart (relative)
     single_spread: float = 0.0  # the loop without workers: its batches' walls, IQR / median
     lighter: list[Lighter] = field(default_factory=list)  # the costliest operations, each left out and measured
-    reference_ms: Optional[float] = None  # the host's pace as the pass started (harness.host_pace)
+    reference_ms: Optional[float] = None  # the host's pace around the pass: its quicker reading (harness.host_pace)
 
     @property
     def cpu_s(self) -> float:

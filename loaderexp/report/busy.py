@@ -53,10 +53,12 @@ def pace_readings(run: RunResult) -> list[float]:
 
 
 def run_pace(run: RunResult) -> Optional[float]:
-    """The run's pace: the mean of its readings, one on each side of its windows (one reading is 7 parts' median,
-    so a lasting change moves it; the two together, what the windows between them met)."""
+    """The run's pace: the quicker of its two readings, one on each side of its windows.  A reading is 7 parts'
+    median, so a change that lasts moves it, and the host here has slowed the work x1.3 for a few seconds at a
+    time: one slow reading may be an episode that ended before the windows began, two say the windows met it.
+    So a run's pace is what its windows met at best: never more slowing than the readings show."""
     readings = pace_readings(run)
-    return sum(readings) / len(readings) if readings else None
+    return min(readings) if readings else None
 
 
 def _paces(results: Sequence[RunResult]) -> list[float]:
@@ -92,8 +94,8 @@ def pace_notes(results: Sequence[RunResult]) -> list[str]:
         (f" and steal {max(steal):.2f}" if steal else "")
     return [f"the host's pace moved while this sweep measured: a fixed piece of CPU work took {min(paces):.2f} to "
             f"{max(paces):.2f} ms of its thread's CPU around the runs (x{max(paces) / min(paces):.2f}; a run's "
-            f"readings before and after it, averaged; column pace: each against the quickest){seen}: sharing that "
+            f"pace is the quicker of its readings before and after it; column pace: each against the quickest){seen}: sharing that "
             "the host's own counters do not show (a neighbour below the VM, a hypervisor taking the CPU unreported, a "
-            "moving clock). Runs measured at different paces can part that much for the host's sake, not the "
-            "settings': the side-by-side race (bench.confirm_s) compares them at one moment; or measure again at a "
-            "steadier one"]
+            "moving clock). A run the host slowed reads slow for the host's sake, not its settings' (how much of "
+            "its pipeline the slowing touched, the reading cannot say): the side-by-side race (bench.confirm_s) "
+            "compares settings at one moment; or measure again at a steadier one"]

@@ -59,7 +59,7 @@ def stage_table(runs: Sequence[RunResult]) -> list[str]:
 
 
 def _pace_line(profiled: Optional[float], runs: Sequence[RunResult]) -> list[str]:
-    """Whether the pass met the host at the runs' pace (a fixed piece of CPU work timed as each began)."""
+    """Whether the pass met the host at the runs' pace (a fixed piece of CPU work timed around each)."""
     paces = [p for p in (run_pace(r) for r in runs) if p is not None]
     if not profiled or not paces:
         return []
@@ -68,7 +68,7 @@ def _pace_line(profiled: Optional[float], runs: Sequence[RunResult]) -> list[str
     if abs(ratio - 1) <= PACE_MOVED:
         return []
     return [f"  the pass met the host at another pace than the runs: a fixed piece of CPU work took {profiled:.2f} ms "
-            f"of CPU as it began, {around:.2f} around the runs (median; x{ratio:.2f}): its costs, and the limits and "
+            f"of CPU around it, {around:.2f} around the runs (median; x{ratio:.2f}): its costs, and the limits and "
             f"what-ifs made from them, may read that much {'high' if ratio > 1 else 'low'}"]
 
 
