@@ -5,6 +5,7 @@
     python benchmarks/ceiling.py --checks           # the ceiling as a bound, stage costs, what-ifs, memory forecast
                                                     # (benchmarks/ceiling_checks.py; about 25 minutes)
     python benchmarks/ceiling.py --checks --back-to-back  # the two identical sweeps one after the other
+    python benchmarks/ceiling.py --checks cpu_op tensor_op --parts what_if  # one part, on two pipelines
 
 Each dataset is swept as a user sweeps it (``python -m loaderexp -m dataset=... loader.num_workers=...``,
 ``bench.confirm_s=0``); every run records the model's prediction for its own setting
@@ -30,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.ceiling_checks import CASES as CHECKED, run_checks  # noqa: E402
+from benchmarks.ceiling_checks import CASES as CHECKED, PARTS, run_checks  # noqa: E402
 from benchmarks.common import sweep  # noqa: E402
 from loaderexp.result import NUM_WORKERS  # noqa: E402
 from loaderexp.result import metrics as M  # noqa: E402
@@ -83,6 +84,8 @@ def main() -> int:
                         help="the bound, stage, what-if and memory checks, on these pipelines (none named: all)")
     parser.add_argument("--back-to-back", action="store_true",
                         help="with --checks: the two identical sweeps one after the other (default: interleaved)")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
+                        help="with --checks: which checks (default: all)")
     args = parser.parse_args()
     print(f"host: {CORES} CPUs\n")
     failed = 0
@@ -93,7 +96,7 @@ def main() -> int:
                 failed += show(name, results, seconds, CASES[name][2])
                 (Path(tmp) / f"{name}.json").write_text(json.dumps([r.metrics for r in results]))
         else:
-            failed += run_checks(Path(tmp), args.checks or list(CHECKED), not args.back_to_back)
+            failed += run_checks(Path(tmp), args.checks or list(CHECKED), not args.back_to_back, tuple(args.parts))
     return 1 if failed else 0
 
 
