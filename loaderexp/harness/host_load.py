@@ -5,7 +5,8 @@ A run on a shared host reads what the host's moment gives it.  /proc/stat has th
 (every CPU's user, nice, system, irq and softirq; idle and iowait are not busy, steal is counted
 apart); less what loaderexp's own processes used in the same interval (the measured tree, the
 processes it descends from: the dataset holder and the app), the rest is the other processes'.  Per
-interval, in cores: 1.0 is one core's worth of another job.  Throttling is the cgroup's
+interval, in cores: 1.0 is one core's worth of another job; a run's figures are over the intervals that
+overlapped its measured windows, where its throughput is (all of them where it marked none).  Throttling is the cgroup's
 ``nr_throttled`` and throttled time over the run (:mod:`.cgroup`).
 """
 
@@ -102,10 +103,12 @@ class HostLoad:
         self._throttled = throttling()
         self.others: list[float] = []
         self.steal: list[float] = []
+        self.in_windows: list[bool] = []  # each interval: did it overlap the measured windows?
 
-    def sample(self, tree_used: float, more: list[psutil.Process], first: bool = False) -> None:
+    def sample(self, tree_used: float, more: list[psutil.Process], first: bool = False, windows: bool = True) -> None:
         """One interval's reading: ``tree_used`` is the CPU the monitor already counted for the measured tree,
-        ``more`` the other processes of loaderexp's own to count here (a rank's launcher tree)."""
+        ``more`` the other processes of loaderexp's own to count here (a rank's launcher tree); ``windows``:
+        whether the interval overlapped the measured windows."""
         host, now = host_cpu_seconds(), time.monotonic()
         ours = tree_used + self._account.used([*more, *self._ancestors], first)
         if host is None:
@@ -114,6 +117,7 @@ class HostLoad:
             wall = now - self._last[0]
             self.others.append(max(host[0] - self._last[1] - ours, 0.0) / wall)
             self.steal.append(max(host[1] - self._last[2], 0.0) / wall)
+            self.in_windows.append(windows)
         self._last = (now, *host)
 
     def record(self) -> HostLoadRecord:
@@ -121,10 +125,14 @@ class HostLoad:
         periods = seconds = None
         if after is not None and self._throttled is not None:
             periods, seconds = after.periods - self._throttled.periods, after.seconds - self._throttled.seconds
+        # Over the windows, where the throughput is measured (the intervals that overlapped them); a run that
+        # marked none (a loop without the memory probe) over all its intervals
+        others = [v for v, inside in zip(self.others, self.in_windows) if inside] or self.others
+        steal = [v for v, inside in zip(self.steal, self.in_windows) if inside] or self.steal
         return HostLoadRecord(
-            others_cores_mean=round(statistics.fmean(self.others), 3) if self.others else None,
-            others_cores_max=round(max(self.others), 3) if self.others else None,
-            steal_cores_mean=round(statistics.fmean(self.steal), 3) if self.steal else None,
+            others_cores_mean=round(statistics.fmean(others), 3) if others else None,
+            others_cores_max=round(max(others), 3) if others else None,
+            steal_cores_mean=round(statistics.fmean(steal), 3) if steal else None,
             throttled_periods=periods, throttled_s=round(seconds, 3) if seconds is not None else None)
 
 
