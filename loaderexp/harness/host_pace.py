@@ -33,17 +33,11 @@ class PaceRecord:
     before_ms: Optional[float] = None
     after_ms: Optional[float] = None
 
-    @property
-    def readings(self) -> list[float]:
-        return [v for v in (self.before_ms, self.after_ms) if v is not None]
 
-
-def _piece(values: Any, out: Any) -> float:
+def _piece(np: Any, values: Any, out: Any) -> float:
     total = 0
     for i in range(1500):  # the interpreter's own work: what a Python transform spends most of its time on
         total += i * i % 7
-    import numpy as np  # here: the run record (result) reads PaceRecord without numpy
-
     for _ in range(4):  # an array pass in place (no allocation: a fresh block's page faults are the kernel's)
         np.multiply(values, 1.000001, out=out)
         np.sqrt(out, out=out)
@@ -52,15 +46,15 @@ def _piece(values: Any, out: Any) -> float:
 
 def reference_ms(parts: int = PARTS, pieces: int = PIECES) -> float:
     """The CPU time (ms) this thread takes for ``pieces`` pieces of the fixed work: the median of ``parts``."""
-    import numpy as np
+    import numpy as np  # here, not at the top: the run record (result) reads PaceRecord without numpy
 
     values = np.linspace(1.0, 2.0, _ELEMENTS)
     out = np.empty_like(values)
-    _piece(values, out)  # the arrays' pages touched and the code warm before the clock starts
+    _piece(np, values, out)  # the arrays' pages touched and the code warm before the clock starts
     times = []
     for _ in range(parts):
         start = time.thread_time()
         for _ in range(pieces):
-            _piece(values, out)
+            _piece(np, values, out)
         times.append(time.thread_time() - start)
     return round(statistics.median(times) * 1000, 4)

@@ -94,8 +94,8 @@ def pace_notes(results: Sequence[RunResult]) -> list[str]:
         (f" and steal {max(steal):.2f}" if steal else "")
     return [f"the host's pace moved while this sweep measured: a fixed piece of CPU work took {min(paces):.2f} to "
             f"{max(paces):.2f} ms of its thread's CPU around the runs (x{max(paces) / min(paces):.2f}; a run's "
-            f"pace is the quicker of its readings before and after it; column pace: each against the quickest){seen}: sharing that "
-            "the host's own counters do not show (a neighbour below the VM, a hypervisor taking the CPU unreported, a "
-            "moving clock). A run the host slowed reads slow for the host's sake, not its settings' (how much of "
-            "its pipeline the slowing touched, the reading cannot say): the side-by-side race (bench.confirm_s) "
-            "compares settings at one moment; or measure again at a steadier one"]
+            f"pace is the quicker of its readings before and after it; column pace: each against the quickest)"
+            f"{seen}: sharing that the host's own counters do not show (a neighbour below the VM, a hypervisor "
+            "taking the CPU unreported, a moving clock). A run the host slowed reads slow for the host's sake, "
+            "not its settings' (how much of its pipeline the slowing touched, the reading cannot say): the "
+            "side-by-side race (bench.confirm_s) compares settings at one moment; or measure again at a steadier one"]
