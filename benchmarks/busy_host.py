@@ -6,8 +6,8 @@ loaderexp saw, and the confirmation's intervals.
 A burner is ``python -c 'while True: pass'``: about one core of another job.  What is expected: beside it the
 sweep records others' CPU near 1 core (near 0 without), says the host was busy, and no verdict in the
 confirmation claims more than its interval shows; the host's pace (a fixed piece of CPU work's thread CPU
-around each run) does not move with the burner, which the others' figure counts.  The two conditions alternate (quiet, busy, quiet, ...),
-so the host's own drift is common to both.
+around each run) does not move with the burner, which the others' figure counts.  The two conditions alternate
+(quiet, busy, quiet, ...), so the host's own drift is common to both.
 """
 
 from __future__ import annotations

@@ -184,8 +184,8 @@ def compared(base: RunResult, folder: Path, now: list[RunResult], out: Path, tol
     slower = pace_now(base, now)
     if slower is not None and slower > 1 + PACE_MOVED and not difference.high < (1 - tolerance) / slower - 1:
         print(f"loaderexp check: cannot compare: the host's pace moved: a fixed piece of CPU work took x{slower:.2f} "
-              "the CPU now that it took while the baseline measured (sharing the host's own counters do not show: a "
-              "neighbour below the VM, steal unreported, a moving clock), and the fall is not beyond what that "
+              "the CPU now that it took while the baseline measured (sharing that the host's own counters do not show: "
+              "a neighbour below the VM, steal unreported, a moving clock), and the fall is not beyond what that "
               "explains; run the check again at another moment, or measure the baseline again here")
         return 2
     code, text = verdict(difference, tolerance)
@@ -195,9 +195,9 @@ def compared(base: RunResult, folder: Path, now: list[RunResult], out: Path, tol
 
 def pace_now(base: RunResult, now: Sequence[RunResult]) -> Optional[float]:
     """How much slower the host ran a fixed piece of CPU work now than around the baseline (the runs' paces, the
-    median of now's;
-    None where either has none: a baseline from before loaderexp timed it).  A fall beyond what this explains
-    (below (1 - tolerance) / pace - 1 with 95% confidence) is still the code's: a 3x slower loader still fails."""
+    median of now's; None where either has none: a baseline from before loaderexp timed it).  A fall beyond what
+    this explains (below (1 - tolerance) / pace - 1 with 95% confidence) is still the code's: a 3x slower loader
+    still fails."""
     before, after = run_pace(base), [p for p in (run_pace(r) for r in now) if p is not None]
     if before is None or not after:
         return None

@@ -6,8 +6,8 @@ A run on a shared host reads what the host's moment gives it.  /proc/stat has th
 apart); less what loaderexp's own processes used in the same interval (the measured tree, the
 processes it descends from: the dataset holder and the app), the rest is the other processes'.  Per
 interval, in cores: 1.0 is one core's worth of another job; a run's figures are over the intervals that
-overlapped its measured windows, where its throughput is (all of them where it marked none).  Throttling is the cgroup's
-``nr_throttled`` and throttled time over the run (:mod:`.cgroup`).
+overlapped its measured windows, where its throughput is (all of them where it marked none).  Throttling is the
+cgroup's ``nr_throttled`` and throttled time over the run (:mod:`.cgroup`).
 """
 
 from __future__ import annotations
@@ -120,15 +120,17 @@ class HostLoad:
             self.in_windows.append(windows)
         self._last = (now, *host)
 
+    def _over_windows(self, values: list[float]) -> list[float]:
+        """The intervals that overlapped the windows, where the throughput is measured; a run that marked none (a
+        loop without the memory probe), all of them."""
+        return [v for v, inside in zip(values, self.in_windows) if inside] or values
+
     def record(self) -> HostLoadRecord:
         after = throttling()
         periods = seconds = None
         if after is not None and self._throttled is not None:
             periods, seconds = after.periods - self._throttled.periods, after.seconds - self._throttled.seconds
-        # Over the windows, where the throughput is measured (the intervals that overlapped them); a run that
-        # marked none (a loop without the memory probe) over all its intervals
-        others = [v for v, inside in zip(self.others, self.in_windows) if inside] or self.others
-        steal = [v for v, inside in zip(self.steal, self.in_windows) if inside] or self.steal
+        others, steal = self._over_windows(self.others), self._over_windows(self.steal)
         return HostLoadRecord(
             others_cores_mean=round(statistics.fmean(others), 3) if others else None,
             others_cores_max=round(max(others), 3) if others else None,

@@ -103,7 +103,7 @@ class ResourceMonitor:
         self._edges: list[tuple[int, float, bool]] = []  # (samples, CPU, opening) where the windows opened, closed
         self._cpu_total = 0.0
         self._unreported = 0.0  # the tree's CPU read at window edges since the last regular reading
-        self._windows = (False, False)  # (the windows are open, an edge came since the last regular reading)
+        self._edge_since_reading = False  # the windows opened or closed since the last regular reading
         self._pss = self._uss = 0.0
         self._processes = 0
         self._shm_base = shm_used_bytes()
@@ -181,7 +181,7 @@ class ResourceMonitor:
             self._unreported += used
             self._cpu_total += used
             self._edges.append((self._samples_read(), self._cpu_total, opening))
-            self._windows = (opening, True)
+            self._edge_since_reading = True
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -204,8 +204,9 @@ class ResourceMonitor:
         tree = self._tree()
         fresh = self._account.used(tree, first)
         used, self._unreported = fresh + self._unreported, 0.0  # the interval's, window edges' readings included
-        self._load.sample(*self._load_share(used, tree), first, any(self._windows))
-        self._windows = (self._windows[0], False)
+        windows_open = bool(self._edges) and self._edges[-1][2]
+        self._load.sample(*self._load_share(used, tree), first, windows_open or self._edge_since_reading)
+        self._edge_since_reading = False
         if not first and now > self._last_sample:
             self._cpu.append(100.0 * used / (now - self._last_sample))
         self._cpu_total += 0.0 if first else fresh

@@ -43,7 +43,6 @@ def busy_notes(results: Sequence[RunResult]) -> list[str]:
     return notes
 
 
-
 PACE_MOVED = 0.15  # runs whose paces lie further apart than this (slowest over quickest, less 1): the pace moved
 
 
@@ -65,14 +64,14 @@ def _paces(results: Sequence[RunResult]) -> list[float]:
     return [p for p in (run_pace(r) for r in results if r.finished) if p is not None]
 
 
-def quickest_pace(results: Sequence[RunResult]) -> Optional[float]:
-    """The sweep's quickest run's pace: the one the others are held against."""
-    return min(_paces(results), default=None)
-
-
-def pace_moved(results: Sequence[RunResult]) -> bool:
-    paces = _paces(results)
+def _moved(paces: list[float]) -> bool:
     return len(paces) >= 2 and max(paces) / min(paces) - 1 > PACE_MOVED
+
+
+def moved_from(results: Sequence[RunResult]) -> Optional[float]:
+    """Where the runs' paces moved, the quickest (the one the others are held against); else None."""
+    paces = _paces(results)
+    return min(paces) if _moved(paces) else None
 
 
 def pace_cell(run: RunResult, quickest: Optional[float]) -> str:
@@ -85,9 +84,9 @@ def pace_notes(results: Sequence[RunResult]) -> list[str]:
     """One line when the host ran the same fixed work at different paces around the runs: sharing that its own
     counters (the others' CPU, steal, throttling) do not show."""
     finished = [r for r in results if r.finished]
-    if not pace_moved(finished):
-        return []
     paces = _paces(finished)
+    if not _moved(paces):
+        return []
     others = [load for load in (others_of(r) for r in finished) if load is not None]
     steal = [r.metrics[M.STEAL] for r in finished if M.STEAL in r.metrics]
     seen = (f" while the others' CPU read {max(others):.2f} cores at most" if others else "") + \

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from loaderexp.report.busy import busy_notes, pace_cell, pace_moved, pace_notes, quickest_pace
+from loaderexp.report.busy import busy_notes, moved_from, pace_cell, pace_notes
 from loaderexp.model.ceiling import CeilingRange
 from loaderexp.report.ceiling import beyond, ceiling_for, ceiling_sections, sweep_ceilings
 from loaderexp.report.configurations import as_configurations
@@ -72,7 +72,7 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
                     cold=any(M.COLD in r.metrics for r in results),  # bench.cache=cold|both
                     ceiling=any(M.CEILING_FRACTION in r.metrics for r in results),
                     others=any(M.OTHERS_CPU in r.metrics for r in results),  # the host's other load
-                    pace=quickest_pace(every_run) if pace_moved(every_run) else None)  # sharing it cannot see
+                    pace=moved_from(every_run))  # sharing it cannot see
     # The run the sweep answers with: the race's pick where it raced (it may replace the jobs' recommendation).
     picks = {count: rec.result if rec else None for count, rec in recs.items()}
     confirmed = confirmed_pick(confirmation, results)
