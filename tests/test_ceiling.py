@@ -85,6 +85,19 @@ def test_a_modelled_what_if_is_the_models_ratio_on_the_rate_the_setting_measured
     assert alone["Flip"].uncertainty == pytest.approx(0.5) and "model's own rate" in alone["Flip"].how
 
 
+def test_ranks_sharing_the_node_may_run_without_workers_though_the_sweep_did_not_measure_zero():
+    """A predicted sweep measured 1..3 workers only; two ranks on the node's cores still do best with a process each
+    and no workers (nothing passed between processes): the what-if finds that count and names it, and agrees with
+    its own ceiling (it read the sweep's rate, +0%, beside a ceiling +43% before)."""
+    model = CeilingModel(profile(worker_cpu_s=0.0016, worker_wall_s=0.0016), Machine(cores=2, batch_size=10))
+    shared = model.with_machine(ranks=2)
+    assert shared.predict(0) > max(shared.predict(w) for w in range(1, 9))  # the premise
+    measured = model.predict(2)
+    two = next(w for w in what_ifs(model, 2, [1, 2, 3], measured) if w.change.startswith("2 "))
+    assert two.at_workers_after == pytest.approx(shared.predict(0) * measured / model.predict(2))
+    assert "num_workers=0 each" in two.how and two.at_workers_after > measured
+    assert two.at_workers_after <= two.ceiling_after * 1.0001
+
 def test_a_what_if_is_at_most_its_own_ceiling():
     """The runs used less CPU a sample than the profile read (its moment was slower), so the measured rate is x2.2
     the model's; 8 ranks sharing the cores at no workers each, that ratio on the measured rate would pass the ranks'

@@ -56,6 +56,11 @@ def _side_by_side_gain(model: CeilingModel, changed: CeilingModel, workers: int)
     return changed.predict(workers) / model.predict(workers), "in the model from its loops beside the whole one's"
 
 
+def _fewest_best(model: CeilingModel, grid: list[int]) -> int:
+    """The fewest workers of ``grid`` at the model's best rate (rounded to a sample/s)."""
+    return max(grid, key=lambda w: (round(model.predict(w)), -w))
+
+
 def what_ifs(model: CeilingModel, workers: int, values: list[int], measured: Optional[float] = None) -> list[WhatIf]:
     """Each transform operation left out, twice the cores, and ranks sharing the node, at ``workers`` (and,
     for more cores or ranks, at the best of the grid's ``values``); the modelled ones as the model's ratio on
@@ -76,8 +81,38 @@ def what_ifs(model: CeilingModel, workers: int, values: list[int], measured: Opt
 
     scale = here / predicted if predicted > 0 else 1.0  # the modelled changes: the model's ratio on the measured rate
     on = "its ratio on the measured rate" if measured else "the model's own rate"
-    total_cpu = model.profile.cpu_s or 1e-12
-    found = []
+    found = _stage_what_ifs(model, workers, here, scale, on, bool(measured), held)
+    cores = model.machine.cores
+    more = model.with_machine(cores=2 * cores)
+    # Any worker count, not only the sweep's: with 0 (one process per rank, nothing passed between processes) ranks
+    # sharing the cores can beat one rank with workers, and a predicted sweep may not have measured 0.
+    grid = sorted(set(values) | {0, workers, int(2 * cores), int(4 * cores)})
+    best = _fewest_best(more, grid)
+    after, how = held(more.predict(best) * scale, more,
+                      f"modelled at num_workers={best}, the fewest that reach it, {on}: assumes each sample costs what "
+                      f"it did here and the cores work together as these did (x{model.efficiency:.2f})")
+    found.append(WhatIf(f"twice the cores ({2 * cores:g})", ceiling, more.ceiling().rate, here, after,
+                        more.ceiling().name, how, max(SCALED, model.uncertainty())))
+    for ranks in RANK_COUNTS:
+        if ranks == model.machine.ranks:
+            continue
+        shared = model.with_machine(ranks=ranks)
+        each = _fewest_best(shared, grid)
+        after, held_how = held(shared.predict(each) * scale, shared, "")
+        found.append(WhatIf(f"{ranks} training processes on this node sharing its {cores:g} cores", ceiling,
+                            shared.ceiling().rate, here, after, shared.ceiling().name,
+                            f"modelled, {after / ranks:,.0f} samples/s per rank at num_workers={each} each, the "
+                            f"fewest that reach it, {on}: assumes the ranks split the cores evenly, each with a main "
+                            f"process of its own, and a sample costs what it did here{held_how}",
+                            max(SCALED, model.uncertainty())))
+    return found
+
+
+def _stage_what_ifs(model: CeilingModel, workers: int, here: float, scale: float, on: str, measured: bool,
+                    held) -> list[WhatIf]:
+    """Each transform operation left out: from its own loops where the profile timed the pipeline without it, else
+    its cost subtracted in the model (``held`` at the changed pipeline's ceiling)."""
+    ceiling, total_cpu, found = model.ceiling().rate, model.profile.cpu_s or 1e-12, []
     for stage in model.profile.stages:
         if stage.kind != "transform":
             continue
@@ -90,29 +125,9 @@ def what_ifs(model: CeilingModel, workers: int, values: list[int], measured: Opt
         else:
             how = (f"modelled: its cost subtracted from the pipeline's, the cores' efficiency kept, {on} (too cheap "
                    "to measure apart)")
-            small = bool(measured) and stage.cpu_s / total_cpu < ANCHORED_SHARE
+            small = measured and stage.cpu_s / total_cpu < ANCHORED_SHARE
             uncertainty = ANCHORED if small else MODELLED
             after, how = held(changed.predict(workers) * scale, changed, how)
         found.append(WhatIf(f"{stage.name} removed, or done on the device", ceiling, changed.ceiling().rate, here,
                             after, changed.ceiling().name, how, uncertainty))
-    cores = model.machine.cores
-    more = model.with_machine(cores=2 * cores)
-    grid = sorted(set(values) | {workers, int(2 * cores), int(4 * cores)})
-    best = max(grid, key=lambda w: (round(more.predict(w)), -w))
-    after, how = held(more.predict(best) * scale, more,
-                      f"modelled at num_workers={best}, the fewest that reach it, {on}: assumes each sample costs what "
-                      f"it did here and the cores work together as these did (x{model.efficiency:.2f})")
-    found.append(WhatIf(f"twice the cores ({2 * cores:g})", ceiling, more.ceiling().rate, here, after,
-                        more.ceiling().name, how, max(SCALED, model.uncertainty())))
-    for ranks in RANK_COUNTS:
-        if ranks == model.machine.ranks:
-            continue
-        shared = model.with_machine(ranks=ranks)
-        together = max(shared.predict(w) for w in grid) * scale
-        after, held_how = held(together, shared, "")
-        found.append(WhatIf(f"{ranks} training processes on this node sharing its {cores:g} cores", ceiling,
-                            shared.ceiling().rate, here, after, shared.ceiling().name,
-                            f"modelled, {after / ranks:,.0f} samples/s per rank at the best worker count, {on}: "
-                            "assumes the ranks split the cores evenly, each with a main process of its own, and a "
-                            f"sample costs what it did here{held_how}", max(SCALED, model.uncertainty())))
     return found
