@@ -3,11 +3,13 @@ failing together when one fails.  On this CPU machine the ranks run on the CPU (
 
 from __future__ import annotations
 
+import os
+
 import psutil
 import pytest
 
 from loaderexp.config import ConfigError, validate
-from loaderexp.execute.ranks import _check_shares, core_shares
+from loaderexp.execute.ranks import _check_shares, core_shares, ranks_environment
 from loaderexp.runner import JobContext, run
 from tests.conftest import REPO, TINY
 
@@ -47,7 +49,8 @@ def _plain(cfg):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
-def test_two_ranks_load_at_once_and_one_run_holds_both(compose_cfg, tmp_path, workers):
+def test_two_ranks_load_at_once_and_one_run_holds_both(compose_cfg, tmp_path, workers, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cfg = compose_cfg([*TINY, "tracking=none", "dist.nproc_per_node=2", f"loader.num_workers={workers}",
                        "dist.cpu_affinity=true", "dataset.num_samples=250"])
     result = run(cfg, JobContext(output_dir=tmp_path / "job"))
@@ -65,6 +68,8 @@ def test_two_ranks_load_at_once_and_one_run_holds_both(compose_cfg, tmp_path, wo
     assert info.delivery_ok is True and info.dist_padding_samples == 0, info.delivery_problems
     assert "cover the 250 samples exactly once" in info.delivery_across_ranks
     assert info.rank_devices == ["cpu", "cpu"] and info.rank_start_method == "spawn"
+    assert info.rank_threads == 1  # torchrun's OMP_NUM_THREADS=1 for each rank: no thread pool per core in each
+    assert "OMP_NUM_THREADS" not in os.environ  # the launch's own, not left behind for the next job
     usable = sorted(psutil.Process().cpu_affinity())
     assert info.rank_cores == core_shares(usable, 2)
     if workers:
@@ -72,6 +77,31 @@ def test_two_ranks_load_at_once_and_one_run_holds_both(compose_cfg, tmp_path, wo
     batches = (tmp_path / "job" / "batches.csv").read_text().splitlines()
     assert batches[0].startswith("rank,") and {line.split(",")[0] for line in batches[1:]} == {"0", "1"}
 
+
+
+def test_ranks_get_torchruns_one_thread_unless_the_environment_sets_it(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert ranks_environment() == {"OMP_NUM_THREADS": "1"}
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert ranks_environment() == {}  # the user's, as torchrun keeps it
+
+
+@pytest.mark.slow
+def test_forked_ranks_take_the_users_threads_though_their_parent_imported_torch(compose_cfg, tmp_path, monkeypatch):
+    """A forked rank's torch read its thread count in the parent, before the launch: the rank sets it itself."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    cfg = compose_cfg([*TINY, "tracking=none", "dist.nproc_per_node=2", "dist.start_method=fork",
+                       "bench.isolate=false", "dataset.num_samples=250"])
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # what a rank would inherit: not the environment's
+    try:
+        result = run(cfg, JobContext(output_dir=tmp_path / "job"))
+    finally:
+        torch.set_num_threads(threads)
+    assert result.status == "FINISHED", result.error
+    assert result.info.rank_threads == 2 and result.info.rank_start_method == "fork"
 
 @pytest.mark.slow
 def test_an_odd_dataset_is_padded_and_the_padding_is_stated(compose_cfg, tmp_path):

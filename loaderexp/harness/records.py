@@ -1,10 +1,9 @@
 """What a measurement is made of: typed records, kept raw, with what follows from them as properties.
 
-Like torch.utils.benchmark's ``Measurement``, a run keeps its windows' raw timings and derives the
-median and spread from them; the device copy, the step, the process tree's resources and the
-delivery check each leave a record of their own.  Pure Python (no torch, no numpy): the app, which
-never imports torch, unpickles these from the measuring process and names them as metrics
-(:mod:`loaderexp.result.figures`), and nothing else turns them into names.
+Like torch.utils.benchmark's ``Measurement``, a run keeps its windows' raw timings and derives the median and
+spread from them; the device copy, the step, the process tree's resources and the delivery check each leave a
+record of their own.  Pure Python (no torch, no numpy): the app, which never imports torch, unpickles these from
+the measuring process and names them as metrics (:mod:`loaderexp.result.figures`), and nothing else does.
 """
 
 from __future__ import annotations
@@ -288,6 +287,7 @@ class NodeMeasurement:
     share_problems: list[str]  # the ranks' epoch-0 shares against the dataset
     padding: int  # samples DistributedSampler repeats so every rank gets as many
     profile: Optional[StageProfile] = None
+    threads: Optional[list[int]] = None  # torch's intra-op threads in each rank's own process
 
 
 @dataclass

@@ -170,6 +170,7 @@ class RunFacts(_Record):
     ranks: Optional[int] = None
     rank_start_method: Optional[str] = None
     rank_cores: Optional[list] = None
+    rank_threads: Optional[int] = None  # torch's intra-op threads in a rank's own process (torchrun's OMP_NUM_THREADS)
     rank_devices: Optional[list] = None
     delivery_across_ranks: Optional[str] = None
     dist_padding_samples: Optional[int] = None

@@ -271,6 +271,7 @@ def node_figures(node: NodeMeasurement) -> Figures:
         ranks=world,
         rank_start_method=node.start_method,
         rank_cores=node.cores,
+        rank_threads=max(node.threads) if node.threads else None,
         rank_devices=[m.facts.device for m in node.ranks],
         delivery_ok=delivered,
         delivery_problems=problems + list(node.share_problems),
