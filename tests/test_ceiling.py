@@ -475,6 +475,24 @@ def test_runs_that_differ_only_in_what_changes_nothing_here_are_repeats_of_one_c
     assert len(as_configurations(on_gpu)[0]) == 4
 
 
+
+def test_a_searchs_trials_are_raced_and_merged_though_each_carries_another_stopping_bar(tmp_path):
+    """A search gives each trial the bar of its moment (bench.stop_below): 30 trials of CIFAR-10 said "no rival to
+    race: ... none with fewer or more workers" beside 3 workers at -3.3%, and kept pin_memory's repeats apart."""
+    from loaderexp.report.confirm import fewer_workers_rival, more_workers_rival
+    from loaderexp.result import STOP_BELOW
+
+    def run(workers: int, pin: bool, bar: float, rate: float) -> RunResult:
+        return RunResult("FINISHED", {NUM_WORKERS: workers, PIN_MEMORY: pin, STOP_BELOW: bar}, {M.THROUGHPUT: rate},
+                         host={"cuda_available": False}, info={"delivery_ok": True})
+
+    runs = [run(2, True, 16563.9, 21018.0), run(2, False, 16814.1, 20208.0), run(3, False, 16375.1, 20317.0),
+            run(1, True, 14695.5, 11809.0)]
+    merged = [r for _, r in as_configurations([(tmp_path / str(i), r) for i, r in enumerate(runs)])[0]]
+    assert sorted(r.workers for r in merged) == [1, 2, 3]  # the two pin_memory runs of 2 workers are one
+    pick = next(r for r in merged if r.workers == 2)
+    assert more_workers_rival(pick, merged).workers == 3 and fewer_workers_rival(pick, merged).workers == 1
+
 def test_repeats_that_read_their_cpu_apart_widen_the_bound_by_as_much(tmp_path):
     """The quickstart on a noisy stretch (2026-12-07): pin_memory true and false without CUDA are repeats, and the 2
     workers' read 0.228 and 0.292 ms of CPU a sample, 28% apart, while the bound on the least of the runs stated

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from loaderexp.report.params import short_key
-from loaderexp.result import NUM_WORKERS, RunResult, param_text
+from loaderexp.result import CONTROL_PARAMS, NUM_WORKERS, RunResult, param_text
 from loaderexp.result.paired import Difference, Verdict
 
 CONFIRMATION_FILE = "confirmation.json"
@@ -30,7 +30,8 @@ def fastest_rival(pick: RunResult, finished: Sequence[RunResult], best: RunResul
 
 
 def _others(r: RunResult) -> dict[str, Any]:
-    return {k: v for k, v in r.params.items() if k != NUM_WORKERS}
+    """Its settings but its workers (and how it was driven: a search's trials each carry another bar)."""
+    return {k: v for k, v in r.params.items() if k != NUM_WORKERS and k not in CONTROL_PARAMS}
 
 
 def fewer_workers_rival(pick: RunResult, finished: Sequence[RunResult]) -> Optional[RunResult]:

@@ -45,6 +45,9 @@ DATA_ROOT = "data_root"
 RESUME = "resume"
 # Params that identify a run but never explain a speed difference (resume says how a sweep was run).
 IGNORED_PARAMS = ("tracking.", DATA_ROOT, "bench.", DATASET_ROOT, RESUME)
+# How a run was driven, not what it measured: a search's bar for stopping a trial early, a resumed sweep.  Runs
+# that differ only in them are one configuration (a search's trials each carry the bar of their moment).
+CONTROL_PARAMS = (STOP_BELOW, RESUME)
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from loaderexp.result import DEVICE_PREFETCH, NON_BLOCKING, PIN_MEMORY, RunResult
+from loaderexp.result import CONTROL_PARAMS, DEVICE_PREFETCH, NON_BLOCKING, PIN_MEMORY, RunResult
 
 WITHOUT_CUDA = (PIN_MEMORY, NON_BLOCKING, DEVICE_PREFETCH)  # no effect where no CUDA device copies
 
@@ -20,8 +20,10 @@ def inert_keys(results: Sequence[RunResult]) -> list[str]:
 
 
 def configuration_key(result: RunResult, inert: Sequence[str]) -> str:
-    """The same for runs of one configuration: their settings but the inert ones, and their status."""
-    return repr(sorted((k, str(v)) for k, v in result.params.items() if k not in inert)) + result.status
+    """The same for runs of one configuration: their settings but the inert ones and how they were driven
+    (:data:`~loaderexp.result.CONTROL_PARAMS`), and their status."""
+    return repr(sorted((k, str(v)) for k, v in result.params.items()
+                       if k not in inert and k not in CONTROL_PARAMS)) + result.status
 
 
 def repeat_groups(results: Sequence[RunResult]) -> list[list[RunResult]]:
