@@ -23,6 +23,7 @@ HOST = {"cpu_model": "Test CPU", "cpu_count": 8, "hostname": "box", "cuda_availa
 
 
 def result(workers: int, rate: float, ranks: int = 1, host: dict = HOST, prefetch=None) -> RunResult:
+    threads = {"rank_threads": 1} if ranks > 1 else {}
     return RunResult(
         status="FINISHED",
         params={"loader.num_workers": workers, "loader.batch_size": 64, "loader.pin_memory": True,
@@ -32,7 +33,7 @@ def result(workers: int, rate: float, ranks: int = 1, host: dict = HOST, prefetc
         metrics={"throughput_samples_per_s": rate, "throughput_iqr_rel": 0.01},
         info={"delivery_ok": True, "measured_until": 1_800_000_000.0,
               "loader_changed": ["batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
-                                 "drop_last"]}, host=dict(host))
+                                 "drop_last"], **threads}, host=dict(host))
 
 
 def sweep() -> list[tuple[Path, RunResult]]:
@@ -152,7 +153,8 @@ def test_one_export_per_node_type_and_rank_count(tmp_path):
     folders = sorted({p.parent.relative_to(tmp_path).as_posix() for p in written})
     assert folders == ["big_cpu_64_cpus/ranks_1", "big_cpu_64_cpus/ranks_4", "test_cpu_8_cpus"]
     assert json.loads((tmp_path / "big_cpu_64_cpus/ranks_1/dataloader_kwargs.json").read_text())["num_workers"] == 8
-    assert "per rank with 4 ranks" in (tmp_path / "big_cpu_64_cpus/ranks_4/loader.yaml").read_text()
+    ranked = (tmp_path / "big_cpu_64_cpus/ranks_4/loader.yaml").read_text()
+    assert "per rank with 4 ranks" in ranked and "OMP_NUM_THREADS=1, as torchrun sets it" in ranked
 
 
 def test_the_confirmed_pick_is_the_one_exported(tmp_path):

@@ -84,7 +84,9 @@ def tuned(pick: RunResult, results: Sequence[RunResult], source: str, host: str,
     fastest = max((r.metrics.get(M.THROUGHPUT, 0.0) for r in results), default=rate)
     header = [f"loaderexp's recommended DataLoader settings, from the sweep {source}",
               f"measured on {host} ({pick.host.hostname or '?'}), {when}"
-              + (f", per rank with {ranks} ranks per node" if ranks > 1 else ""),
+              + (f", per rank with {ranks} ranks per node" if ranks > 1 else "")
+              + (f" (each rank with OMP_NUM_THREADS={pick.info.rank_threads}, as torchrun sets it: set it where "
+                 "your launcher does not)" if ranks > 1 and pick.info.rank_threads else ""),
               f"the pick: {rate:,.0f} samples/s" + (f" (the fastest run: {fastest:,.0f})" if fastest > rate else ""),
               f"dataset: {pick.params.get(DATASET_NAME)}, sampler: {pick.params.get(SAMPLER_NAME)}, "
               f"backend: {pick.params.get(BACKEND, 'dataloader')}"]
