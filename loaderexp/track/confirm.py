@@ -126,8 +126,10 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
     finished = [r for r in results if r.finished and not r.metrics.get(M.PRUNED)]
     sides = contenders(chosen.result, finished, chosen.best)
     if len(sides) == 1:
-        return Confirmation(pick=chosen.result.params,
-                            note="no rival to race: no faster run, none with fewer or more workers")
+        pruned = " measured whole (a trial stopped after its first window is no rival)" if any(
+            r.metrics.get(M.PRUNED) for r in results) else ""
+        return Confirmation(pick=chosen.result.params, note=f"no rival to race: no faster run, none with fewer or "
+                                                            f"more workers otherwise the same{pruned}")
     log.info("confirming the pick: %d settings raced side by side (about %.0f s; a setting shown slower is out "
              "after each pass of %d rounds)", len(sides), seconds, PASS_ROUNDS)
     started = time.monotonic()
