@@ -42,6 +42,7 @@ MIN_SAMPLES = 3
 MAX_SAMPLES = 2_000
 WARM_SHARE = 0.03  # of the budget: the untimed pass before the stages' (it ends with a whole batch)
 TIMED_SHARE = 0.15  # ... and the stages' pass
+FULL_BATCH_SHARE = 0.3  # of the budget: the most each loop without workers may take at the run's own batch
 
 
 def transform_ops(transform: Optional[Callable]) -> list[tuple[str, Callable]]:
@@ -258,10 +259,11 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
             per_sample = sum(s.wall_s for s in stages)
             # The stages' check, on one thread as they were timed; then the wall of a loop without workers as
             # it runs, on the process's own threads (CPU there also counts the threads' spinning).
-            single_cpu = single_process(dataset, checked, batch_size, collate_fn, per_sample, 0.07 * budget_s)[0]
+            single_cpu = single_process(dataset, checked, batch_size, collate_fn, per_sample, 0.07 * budget_s,
+                                        FULL_BATCH_SHARE * budget_s)[0]
             torch.set_num_threads(states[2])
             _, single_wall, single_spread = single_process(dataset, checked, batch_size, collate_fn, per_sample,
-                                                           0.08 * budget_s)
+                                                           0.08 * budget_s, FULL_BATCH_SHARE * budget_s)
             torch.set_num_threads(1)
         worker = worker_figures(dataset, checked, per_sample, batch_size, collate_fn, 0.15 * budget_s) or \
             WorkerFigures(sum(s.cpu_s for s in stages), per_sample, 0.0, "the stages alone (no batch came from a "
