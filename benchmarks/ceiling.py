@@ -54,12 +54,12 @@ def measure(name: str, folder: Path) -> tuple[list, float]:
 
 def show(name: str, results: list, seconds: float, checked: bool) -> int:
     profile = next(r.profile for r in results if r.profile)
-    cpu = sum(s["cpu_s"] for s in profile["stages"])
-    adds_up = cpu / profile["single_cpu_s"] - 1
-    print(f"{name}: {profile['split']}")
-    print(f"  stages' CPU {1000 * cpu:.4f} ms/sample, a 0-worker loop's {1000 * profile['single_cpu_s']:.4f}: "
-          f"{100 * adds_up:+.1f}%; profiling took {profile['seconds']:.2f} s of the sweep's {seconds:.1f} s "
-          f"({100 * profile['seconds'] / seconds:.1f}%)")
+    cpu = sum(s.cpu_s for s in profile.stages)
+    adds_up = cpu / profile.single_cpu_s - 1
+    print(f"{name}: {profile.split}")
+    print(f"  stages' CPU {1000 * cpu:.4f} ms/sample, a 0-worker loop's {1000 * profile.single_cpu_s:.4f}: "
+          f"{100 * adds_up:+.1f}%; profiling took {profile.seconds:.2f} s of the sweep's {seconds:.1f} s "
+          f"({100 * profile.seconds / seconds:.1f}%)")
     print(f"  {'workers':>7}  {'measured':>10}  {'predicted':>10}  {'ratio':>6}  ceiling")
     failed = checked and abs(adds_up) > 0.10
     for r in results:
