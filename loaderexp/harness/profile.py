@@ -42,7 +42,7 @@ MIN_SAMPLES = 3
 MAX_SAMPLES = 2_000
 WARM_SHARE = 0.03  # of the budget: the untimed pass before the stages' (it ends with a whole batch)
 TIMED_SHARE = 0.15  # ... and the stages' pass
-FULL_BATCH_SHARE = 0.3  # of the budget: the most each loop without workers may take at the run's own batch
+FULL_BATCH_SHARE = 0.5  # of the budget: the most each loop without workers may take at the run's own batch
 
 
 def transform_ops(transform: Optional[Callable]) -> list[tuple[str, Callable]]:
@@ -262,8 +262,8 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
             single_cpu = single_process(dataset, checked, batch_size, collate_fn, per_sample, 0.07 * budget_s,
                                         FULL_BATCH_SHARE * budget_s)[0]
             torch.set_num_threads(states[2])
-            _, single_wall, single_spread = single_process(dataset, checked, batch_size, collate_fn, per_sample,
-                                                           0.08 * budget_s, FULL_BATCH_SHARE * budget_s)
+            _, single_wall, single_spread, single_batch = single_process(
+                dataset, checked, batch_size, collate_fn, per_sample, 0.08 * budget_s, FULL_BATCH_SHARE * budget_s)
             torch.set_num_threads(1)
         worker = worker_figures(dataset, checked, per_sample, batch_size, collate_fn, 0.15 * budget_s) or \
             WorkerFigures(sum(s.cpu_s for s in stages), per_sample, 0.0, "the stages alone (no batch came from a "
@@ -283,4 +283,5 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
                         worker_basis=worker.basis, all_cores_rate=statistics.median(rates) if rates else None,
                         pin_s_per_batch=pin, cores=cores, seconds=time.perf_counter() - started,
                         all_cores_rates=rates, worker_cpu_spread=worker.spread, single_spread=single_spread,
+                        single_batch=single_batch,
                         lighter=lighter)

@@ -180,10 +180,11 @@ def _segment_rates(arrivals: list[float], parts: int, round_size: int = 1) -> tu
 
 
 def single_process(dataset: Any, indices: list[int], batch_size: Optional[int], collate: Optional[Callable],
-                   per_sample_s: float, budget_s: float, full_batch_s: float = 0.0) -> tuple[float, float, float]:
+                   per_sample_s: float, budget_s: float, full_batch_s: float = 0.0
+                   ) -> tuple[float, float, float, Optional[int]]:
     """CPU and wall per sample of a DataLoader(num_workers=0) loop at the run's batch where :data:`FULL_BATCHES` of
     it fit in ``full_batch_s``, else one small enough for the budget: the typical batch's (:func:`typical`: the host's
-    other work lands in a few batches); and how far its batches' walls spread (IQR / median)."""
+    other work lands in a few batches); how far its batches' walls spread (IQR / median); and its batch."""
     fewest = MIN_TIMED
     if batch_size is not None and FULL_BATCHES * batch_size * per_sample_s <= full_batch_s \
             and FULL_BATCHES * batch_size <= len(indices):
@@ -205,11 +206,11 @@ def single_process(dataset: Any, indices: list[int], batch_size: Optional[int], 
         if len(cpus) >= fewest and time.perf_counter() > deadline:
             break
     if not cpus:
-        return 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, batch_size
     size, middle = batch_size or 1, statistics.median(walls)
     quartiles = statistics.quantiles(walls, n=4) if len(walls) >= 4 and middle > 0 else None
     spread = (quartiles[2] - quartiles[0]) / middle if quartiles else 0.0
-    return typical(cpus) / size, typical(walls) / size, spread
+    return typical(cpus) / size, typical(walls) / size, spread, batch_size
 
 
 def timed_batch(batch_size: Optional[int], per_sample_s: float, budget_s: float,

@@ -45,8 +45,12 @@ def stage_table(runs: Sequence[RunResult]) -> list[str]:
     loop = profile.single_cpu_s or 1e-12
     gap = min(max(loop, ends[0]), ends[1]) / loop - 1 if profile.single_cpu_s else 0.0
     shares = "-".join(dict.fromkeys(f"{100 * end / loop:.0f}" for end in ends)) + "%"
-    lines.append(f"  a DataLoader(num_workers=0) loop: {1000 * profile.single_cpu_s:.4f} ms CPU per sample (the stages "
-                 f"add up to {shares} of it)")
+    batch = profile.single_batch
+    at = f" at batches of {batch}" if batch else ""
+    if batch and batch < profile.batch_size:  # a run's large batch comes fresh from the system, a small one need not
+        at += f" (the run's {profile.batch_size} take too long to time: the fresh memory a batch maps may be missed)"
+    lines.append(f"  a DataLoader(num_workers=0) loop{at}: {1000 * profile.single_cpu_s:.4f} ms CPU per sample (the "
+                 f"stages add up to {shares} of it)")
     if abs(gap) > APART:  # an op the pass met at another moment of the host than the loop (docs/ceiling.md)
         lines.append(f"  the stages and the loop part by {100 * abs(gap):.0f}%: a stage's cost may be that far off, "
                      "and a what-if that takes one away with it")
