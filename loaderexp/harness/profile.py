@@ -259,11 +259,11 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
             per_sample = sum(s.wall_s for s in stages)
             # The stages' check, on one thread as they were timed; then the wall of a loop without workers as
             # it runs, on the process's own threads (CPU there also counts the threads' spinning).
-            single_cpu = single_process(dataset, checked, batch_size, collate_fn, per_sample, 0.07 * budget_s,
-                                        FULL_BATCH_SHARE * budget_s)[0]
+            single_cpu, _, _, single_batch = single_process(dataset, checked, batch_size, collate_fn, per_sample,
+                                                            0.07 * budget_s, FULL_BATCH_SHARE * budget_s)
             torch.set_num_threads(states[2])
-            _, single_wall, single_spread, single_batch = single_process(
-                dataset, checked, batch_size, collate_fn, per_sample, 0.08 * budget_s, FULL_BATCH_SHARE * budget_s)
+            _, single_wall, single_spread, _ = single_process(dataset, checked, batch_size, collate_fn, per_sample,
+                                                              0.08 * budget_s, FULL_BATCH_SHARE * budget_s)
             torch.set_num_threads(1)
         worker = worker_figures(dataset, checked, per_sample, batch_size, collate_fn, 0.15 * budget_s) or \
             WorkerFigures(sum(s.cpu_s for s in stages), per_sample, 0.0, "the stages alone (no batch came from a "

@@ -185,10 +185,9 @@ def single_process(dataset: Any, indices: list[int], batch_size: Optional[int], 
     """CPU and wall per sample of a DataLoader(num_workers=0) loop at the run's batch where :data:`FULL_BATCHES` of
     it fit in ``full_batch_s``, else one small enough for the budget: the typical batch's (:func:`typical`: the host's
     other work lands in a few batches); how far its batches' walls spread (IQR / median); and its batch."""
-    fewest = MIN_TIMED
-    if batch_size is not None and FULL_BATCHES * batch_size * per_sample_s <= full_batch_s \
-            and FULL_BATCHES * batch_size <= len(indices):
-        fewest, budget_s = FULL_BATCHES, max(budget_s, FULL_BATCHES * batch_size * per_sample_s)
+    fewest, full = MIN_TIMED, FULL_BATCHES * (batch_size or 0)  # samples in FULL_BATCHES of the run's batch
+    if batch_size is not None and full * per_sample_s <= full_batch_s and full <= len(indices):
+        fewest, budget_s = FULL_BATCHES, max(budget_s, full * per_sample_s)
     elif batch_size is not None:  # MIN_TIMED batches in the budget (slow samples: their per-batch costs are small)
         batch_size = max(1, min(batch_size, int(budget_s / max(per_sample_s, 1e-9)) // MIN_TIMED, len(indices)))
     loader = DataLoader(dataset, batch_size=batch_size, sampler=indices, collate_fn=collate, num_workers=0)

@@ -12,7 +12,7 @@ pipeline's and put on the profile's moment by their ratio (:mod:`loaderexp.harne
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from loaderexp.model.ceiling import CeilingModel
 
@@ -109,7 +109,7 @@ def what_ifs(model: CeilingModel, workers: int, values: list[int], measured: Opt
 
 
 def _stage_what_ifs(model: CeilingModel, workers: int, here: float, scale: float, on: str, measured: bool,
-                    held) -> list[WhatIf]:
+                    held: Callable[[float, CeilingModel, str], tuple[float, str]]) -> list[WhatIf]:
     """Each transform operation left out: from its own loops where the profile timed the pipeline without it, else
     its cost subtracted in the model (``held`` at the changed pipeline's ceiling)."""
     ceiling, total_cpu, found = model.ceiling().rate, model.profile.cpu_s or 1e-12, []
