@@ -218,6 +218,31 @@ def test_the_cpu_limit_rests_on_the_runs_not_on_the_one_worker_loops_moment():
     assert next(l for l in stepped.limits() if l.name == "CPU").rate == pytest.approx(2 / (0.00093 + 0.00005))
 
 
+def test_a_step_on_the_cpu_takes_its_cores_from_loading_and_ranks_share_them():
+    """A resnet18 step on a 2-core host without a GPU: 62 ms a batch of 64 on torch's two threads, 137 ms of CPU.
+    Its what-ifs put 8 ranks on the node at 8x the step's limit (+700%), as if each rank stepped on a device of its
+    own, and the runs' CPU a sample (the step's in it) made loading's own bound 14x too low, so the profile's loop
+    with workers "beat" it and the report said the model was off."""
+    # 1.15 ms a sample to load with workers, a 10 ms step on two threads (20 ms of CPU): 2 ms of CPU a sample
+    cpu_step = Machine(cores=2, batch_size=10, step_s_per_batch=0.01, step_cpu_s_per_batch=0.02,
+                       cpu_s_per_sample_seen=0.0031)
+    model = CeilingModel(profile(all_cores_rate=1700.0, cores=2), cpu_step)
+    cpu = next(limit for limit in model.limits() if limit.name == "CPU")
+    assert cpu.rate == pytest.approx(2 / 0.0031) and model.ceiling().name == "CPU"  # not the step's 1,000
+    assert CeilingModel(profile(cores=2), dataclasses.replace(cpu_step, cpu_s_per_sample_seen=None)).limits()[0].rate \
+        == pytest.approx(2 / (0.0011 + 0.00005 + 0.002))  # the profile's costs and the step's CPU
+    assert "the step's 2.000 on these cores" in CeilingModel(profile(cores=2), dataclasses.replace(
+        cpu_step, cpu_s_per_sample_seen=None)).limits()[0].how
+    assert model.predict(4) <= cpu.rate * 1.0001 and model.predict(0) <= 2 / (0.001 + 0.002) * 1.0001
+    ranks = {w.change: w for w in what_ifs(model, 0, [0, 1, 2], measured=500.0)}
+    eight = ranks["8 training processes on this node sharing its 2 cores"]
+    assert eight.ceiling_after <= 2 / 0.003 * 1.0001 and eight.at_workers_after <= 1.06 * 2 / 0.003
+    bound = model.ceiling_range({"num_workers=2": 600.0})  # the loading loops held against loading's own costs
+    assert not bound.failed and bound.low == 600.0
+    on_device = CeilingModel(profile(cores=2), dataclasses.replace(cpu_step, step_cpu_s_per_batch=None))
+    assert on_device.ceiling().name == "step"  # a step that leaves the cores alone: as before
+
+
 BURN_3MS_A_SAMPLE = """
 import time
 from loaderexp.harness.resources import ResourceMonitor

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import torch
 
-from loaderexp.harness.steps import ModelStep, images_and_labels
+from loaderexp.harness.steps import Consumer, ModelStep, images_and_labels, sleep_step
+from loaderexp.harness.transfer import HostToDevice
 from loaderexp.report import recommend, summary_table
 from loaderexp.result import RunResult
 from loaderexp.runner import JobContext, run
@@ -22,6 +26,32 @@ def test_model_step_trains_the_model_on_the_batch():
     losses = [float(step((images, labels))) for _ in range(5)]
     assert any(not torch.equal(b, p) for b, p in zip(before, step.model.parameters()))
     assert losses[-1] < losses[0]  # it learns this batch: the step really is forward, backward, update
+
+
+def test_the_consumer_reads_what_a_step_takes_from_the_cpu_on_every_thread():
+    """A step on the CPU takes the cores the workers load on (torch's intra-op threads, each core): its CPU per
+    batch is the main process's, every thread's; a step the host only waits for (``sleep``) takes none."""
+    def burn(ms: float):
+        def step(batch):
+            end = time.thread_time() + ms / 1000
+            while time.thread_time() < end:
+                pass
+        return step
+
+    def on_two_threads(batch):  # what an intra-op parallel step does: the work of two cores at once
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(burn(20), [batch, batch]))
+
+    times = {}
+    for name, step in {"burn": burn(20), "two threads": on_two_threads, "sleep": sleep_step(torch.device("cpu"), 20)}.items():
+        consumer = Consumer(HostToDevice(torch.device("cpu")), step)
+        consumer(torch.zeros(4), measured=False)  # left out, as a warm-up batch is
+        for _ in range(3):
+            consumer(torch.zeros(4), measured=True)
+        times[name] = consumer.times()
+    assert 0.055 <= times["burn"].step_cpu_s <= 0.075 and times["burn"].step_s >= 0.055
+    assert 0.11 <= times["two threads"].step_cpu_s <= 0.15  # both threads' CPU: twice its wall on two cores
+    assert times["sleep"].step_cpu_s < 0.01 and times["sleep"].step_s >= 0.055
 
 
 def test_images_and_labels_from_a_batch_as_datasets_make_it():

@@ -151,8 +151,7 @@ class ResourceStats:
     gpu_memory_used_peak_mb: Optional[float] = None
     gpu_note: str = ""  # why the GPU was not sampled, when it exists
     host_load: HostLoadRecord = field(default_factory=HostLoadRecord)
-    # the tree's CPU seconds per sample delivered in the measured windows (their start and reading on left out)
-    cpu_s_per_sample: Optional[float] = None
+    cpu_s_per_sample: Optional[float] = None  # the tree's CPU a sample delivered in the measured windows
 
 
 @dataclass
@@ -163,6 +162,7 @@ class StepTimes:
     copy_s: float  # host time of the copies
     step_s: float  # host time of the steps (on CUDA it holds the wait for the copy too)
     device_step_s: Optional[float] = None  # CUDA: the steps' own device time, without the copies
+    step_cpu_s: float = 0.0  # the main process's CPU while its steps ran, all its threads (torch's intra-op too)
 
 
 @dataclass

@@ -130,15 +130,17 @@ class Consumer:
     """
 
     def __init__(self, to_device: HostToDevice, step: Optional[Callable[[Any], None]],
-                 clock: Clock = time.perf_counter, prefetch: bool = False):
+                 clock: Clock = time.perf_counter, prefetch: bool = False, cpu_clock: Clock = time.process_time):
         self.to_device = to_device
         self.step = step
         self.clock = clock
+        self.cpu_clock = cpu_clock  # the process's CPU, every thread: a step on the CPU runs on torch's intra-op ones
         self.prefetch = prefetch
         self.on_device = bool(getattr(step, "on_device", False))
         self.pending: Optional[tuple[Any, Any, bool]] = None
         self.copy_s = 0.0
         self.step_s = 0.0
+        self.step_cpu_s = 0.0
         self._step_events: list[tuple[Any, Any]] = []
 
     def __call__(self, batch: Any, measured: bool) -> None:
@@ -152,9 +154,11 @@ class Consumer:
             current, self.pending = self.pending, current
             if current is None:
                 return  # the first batch: only copied, its step comes with the next one
+        cpu = self.cpu_clock()
         self._run_step(*current)
         if measured:
             self.step_s += self.clock() - copied
+            self.step_cpu_s += self.cpu_clock() - cpu
 
     def flush(self) -> None:
         """Step the batch a prefetch still holds (between repeats, unmeasured)."""
@@ -186,4 +190,4 @@ class Consumer:
     def times(self) -> StepTimes:
         """What the measured batches' copies and steps took (read once, after the windows)."""
         return StepTimes(has_step=self.step is not None, copy_s=self.copy_s, step_s=self.step_s,
-                         device_step_s=self.device_step_s())
+                         device_step_s=self.device_step_s(), step_cpu_s=self.step_cpu_s)

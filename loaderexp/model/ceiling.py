@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from loaderexp.harness.stages import StageProfile
+from loaderexp.model.limits import CeilingRange, Limit
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Machine:
     files_stay_warm: Optional[bool] = None  # the files fit in the page cache: later epochs do not read storage
     copy_gb_per_s: Optional[float] = None  # host-to-device, measured with CUDA
     step_s_per_batch: Optional[float] = None  # the training step, measured
+    step_cpu_s_per_batch: Optional[float] = None  # its CPU in the main process: taken from the cores that load
     pins: bool = False  # pin_memory with an accelerator: the pin thread's time per batch counts
     cpu_s_per_sample_seen: Optional[float] = None  # the least a sweep's run with workers used (its tree, seconds)
     cpu_seen_spread: float = 0.0  # how far repeats of one configuration read their CPU a sample apart (max/min - 1)
@@ -43,44 +45,6 @@ class Machine:
 
 MIN_UNCERTAINTY = 0.05  # a limit from costs measured in short loops is known to about this much at best
 LIGHTER_UNCERTAINTY = 0.45  # a lighter pipeline's loops vs bare loops: mostly within 15%, at worst +42.5% (1 worker)
-
-
-@dataclass(frozen=True)
-class CeilingRange:
-    """What this machine can do for the pipeline: at least ``low`` (seen), at most ``high`` (the costs' bound)."""
-
-    low: float
-    high: float
-    limit: "Limit"  # what binds, with its evidence (``how``)
-    seen: str  # what the low end is: the run or loop that reached it
-    uncertainty: float  # the high end's relative uncertainty (included in ``high``)
-    failure: Optional[str] = None  # what beat the model's bound, and which (the model is off; ``high`` is then that)
-
-    @property
-    def failed(self) -> bool:
-        return self.failure is not None
-
-    @property
-    def bound(self) -> float:
-        """The model's bound: the binding limit with its uncertainty (``high`` unless something beat it)."""
-        return self.limit.rate * (1 + self.uncertainty)
-
-    def text(self) -> str:
-        if self.failed:
-            return f"at least {self.low:,.0f} samples/s (seen: {self.seen}; above the model's bound, which is off)"
-        if self.high <= self.low * 1.005:
-            return f"{self.low:,.0f} samples/s ({self.seen})"
-        return (f"{self.low:,.0f} to {self.high:,.0f} samples/s (at least what {self.seen} did; at most the "
-                f"{self.limit.name} limit, +-{100 * self.uncertainty:.0f}%)")
-
-
-@dataclass(frozen=True)
-class Limit:
-    name: str  # "CPU", "main process", "storage", "device copy", "step"
-    rate: Optional[float]  # samples/s; None: not measured here
-    how: str  # how it is made, with its numbers
-    lift: str  # what would lift it
-    applies: bool = True  # storage while the files stay in the page cache does not
 
 
 class CeilingModel:
@@ -95,6 +59,7 @@ class CeilingModel:
         self.single_wall_s = max(profile.single_wall_s - removed_wall, 1e-12)
         self.single_cpu_s = max(profile.single_cpu_s - removed_cpu, 1e-12)
         self.receive_s = profile.main_cpu_s_per_batch or 0.0
+        self.step_cpu_s = (machine.step_cpu_s_per_batch or 0.0) / max(machine.batch_size, 1)  # a sample's share
         seen = machine.cpu_s_per_sample_seen
         self.seen_cpu_s = max(seen - removed_cpu, 1e-12) if seen else None
         self.lighter = profile.without(next(iter(left_out))) if len(left_out) == 1 else None
@@ -112,7 +77,7 @@ class CeilingModel:
         if self.left_out and self.lighter is None:  # modelled without the stage: the whole pipeline's factor kept
             return CeilingModel(p, self.machine).efficiency
         if self.lighter is None and self.machine.all_cores_rate:  # may pass 1: the costs were read in a slower moment
-            return self.machine.all_cores_rate * (self.worker_cpu_s + self.receive_s / batch) / self.machine.cores
+            return self.machine.all_cores_rate * self.cpu_with_workers() / self.machine.cores
         seen = self.lighter.all_cores_rate if self.lighter is not None else p.all_cores_rate
         if not seen or p.cores < 2:
             return 1.0
@@ -132,7 +97,8 @@ class CeilingModel:
         m, batch = self.machine, max(self.machine.batch_size, 1)
         cpu_per_sample = self.cpu_per_sample()
         costliest = self.costliest_stage()
-        basis = f"the main process's share {1000 * self.receive_s / batch:.3f}"
+        basis = f"the main process's share {1000 * self.receive_s / batch:.3f}" + (
+            f", the step's {1000 * self.step_cpu_s:.3f} on these cores" if self.step_cpu_s else "")
         if self._cpu_from_runs():
             cpu_per_sample = self.seen_cpu_s
             basis = ("the least a run of this sweep used with workers, its whole process tree"
@@ -156,10 +122,15 @@ class CeilingModel:
                            else "no training step in the loop", "a faster step: loading faster cannot train faster"))
         return found
 
+    def cpu_with_workers(self) -> float:
+        """A sample's CPU with workers: in a worker, the main process's receiving, and a step's CPU where it has one
+        (a step on the CPU, torch's threads on every core, takes the cores the workers load on)."""
+        return self.worker_cpu_s + self.receive_s / max(self.machine.batch_size, 1) + self.step_cpu_s
+
     def cpu_per_sample(self) -> float:
-        """The least CPU a sample costs here: in a worker and the receiving, or a rank's own process (ranks > 1)."""
-        with_workers = self.worker_cpu_s + self.receive_s / max(self.machine.batch_size, 1)
-        return min(with_workers, self.single_cpu_s) if self.machine.ranks > 1 else with_workers
+        """The least CPU a sample costs here: with workers, or in a rank's own process (ranks > 1)."""
+        with_workers = self.cpu_with_workers()
+        return min(with_workers, self.single_cpu_s + self.step_cpu_s) if self.machine.ranks > 1 else with_workers
 
     def _cpu_from_runs(self) -> bool:
         """The CPU limit rests on the least CPU a sample cost in the sweep's runs with workers (none beats the cores
@@ -192,10 +163,12 @@ class CeilingModel:
 
     def costliest_stage(self) -> str:
         stages = [s for s in self.profile.stages if s.name not in self.left_out]
-        total = sum(s.cpu_s for s in stages)
+        total = sum(s.cpu_s for s in stages) + self.step_cpu_s
         if not stages or total <= 0:
             return ""
         top = max(stages, key=lambda s: s.cpu_s)
+        if self.step_cpu_s > top.cpu_s:  # a step on the CPU: the training's own work, not loading's
+            return f"the training step ({100 * self.step_cpu_s / total:.0f}% of a sample's CPU here, on the CPU)"
         return f"{top.name} ({100 * top.cpu_s / total:.0f}% of a sample's CPU)"
 
     def one_process(self) -> Limit:
@@ -245,7 +218,9 @@ class CeilingModel:
             where, best = max({**loops, **(seen or {})}.items(), key=lambda item: item[1])
             failure = self._over(*max({**surely, **(seen or {})}.items(), key=lambda item: item[1]), limit, high)
         else:  # the run steps or copies, the loops do not: they are held against what loading alone allows
-            loading = self.with_machine(step_s_per_batch=None, copy_gb_per_s=None)
+            # the runs' CPU a sample holds their step's and copy's: not loading's
+            loading = self.with_machine(step_s_per_batch=None, step_cpu_s_per_batch=None, copy_gb_per_s=None,
+                                        cpu_s_per_sample_seen=None)
             where, best = max(loops.items(), key=lambda item: item[1])
             failure = self._over(*max(surely.items(), key=lambda item: item[1]), (binding := loading.ceiling()),
                                  binding.rate * (1 + loading.uncertainty()))
@@ -278,9 +253,8 @@ class CeilingModel:
 
     def _bounds_with_workers(self) -> list[float]:
         """The limits with workers, the CPU one at what the cores really did together (for predictions)."""
-        batch = max(self.machine.batch_size, 1)
         found = [limit.rate for limit in self.limits() if limit.rate and limit.applies and limit.name != "CPU"]
-        return [*found, self.cores / (self.worker_cpu_s + self.receive_s / batch)]
+        return [*found, self.cores / self.cpu_with_workers()]
 
     def predict(self, workers: int) -> float:
         """Samples/s with ``workers`` workers per rank (all ranks together)."""
@@ -289,7 +263,7 @@ class CeilingModel:
         if workers <= 0:  # one process does everything in turn: no batch passes between processes
             per_rank = 1.0 / (self.single_wall_s + serial / batch)
             storage = [limit.rate for limit in self.limits() if limit.name == "storage" and limit.rate and limit.applies]
-            return m.moment * min([m.ranks * per_rank, self.cores / self.single_cpu_s, *storage])
+            return m.moment * min([m.ranks * per_rank, self.cores / (self.single_cpu_s + self.step_cpu_s), *storage])
         bounds = [m.ranks * workers / self.worker_wall_s, *self._bounds_with_workers(),
                   m.ranks * batch / serial if serial > 0 else float("inf")]
         return m.moment * m.workers_moment * min(bounds)

@@ -87,10 +87,10 @@ def what_ifs(model: CeilingModel, workers: int, values: list[int], measured: Opt
     # Any worker count, not only the sweep's: with 0 (one process per rank, nothing passed between processes) ranks
     # sharing the cores can beat one rank with workers, and a predicted sweep may not have measured 0.
     grid = sorted(set(values) | {0, workers, int(2 * cores), int(4 * cores)})
-    best = _fewest_best(more, grid)
+    best, step = _fewest_best(more, grid), _step_on_the_cores(model)
     after, how = held(more.predict(best) * scale, more,
                       f"modelled at num_workers={best}, the fewest that reach it, {on}: assumes each sample costs what "
-                      f"it did here and the cores work together as these did (x{model.efficiency:.2f})")
+                      f"it did here and the cores work together as these did (x{model.efficiency:.2f}){step}")
     found.append(WhatIf(f"twice the cores ({2 * cores:g})", ceiling, more.ceiling().rate, here, after,
                         more.ceiling().name, how, max(SCALED, model.uncertainty())))
     for ranks in RANK_COUNTS:
@@ -103,9 +103,18 @@ def what_ifs(model: CeilingModel, workers: int, values: list[int], measured: Opt
                             shared.ceiling().rate, here, after, shared.ceiling().name,
                             f"modelled, {after / ranks:,.0f} samples/s per rank at num_workers={each} each, the "
                             f"fewest that reach it, {on}: assumes the ranks split the cores evenly, each with a main "
-                            f"process of its own, and a sample costs what it did here{held_how}",
+                            f"process of its own, and a sample costs what it did here{step}{held_how}",
                             max(SCALED, model.uncertainty())))
     return found
+
+
+def _step_on_the_cores(model: CeilingModel) -> str:
+    """What a change of cores or ranks assumes of a step that runs on the CPU (its CPU a batch was measured)."""
+    m = model.machine
+    if not m.step_cpu_s_per_batch or not m.step_s_per_batch or m.step_cpu_s_per_batch < 0.1 * m.step_s_per_batch:
+        return ""  # a step on a device, or one the host waits for: the cores are loading's
+    return (f", and the step's {1000 * m.step_cpu_s_per_batch:.1f} ms of CPU a batch shares the cores with loading "
+            f"(it runs on the CPU; its {1000 * m.step_s_per_batch:.1f} ms kept, though on more cores it may take less)")
 
 
 def _stage_what_ifs(model: CeilingModel, workers: int, here: float, scale: float, on: str, measured: bool,

@@ -9,7 +9,7 @@ import statistics
 from typing import Any, Optional, Sequence
 
 from loaderexp.model import CeilingModel
-from loaderexp.model.ceiling import CeilingRange
+from loaderexp.model.limits import CeilingRange
 from loaderexp.model.knee import AGREE, misses
 from loaderexp.model.whatif import what_ifs
 from loaderexp.report.busy import PACE_MOVED, run_pace

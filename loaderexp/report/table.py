@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from loaderexp.report.busy import busy_notes, moved_from, pace_cell, pace_notes
-from loaderexp.model.ceiling import CeilingRange
+from loaderexp.model.limits import CeilingRange
 from loaderexp.report.ceiling import beyond, ceiling_for, ceiling_sections, sweep_ceilings
 from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Confirmation, RaceVerdicts, confirmed_pick, names

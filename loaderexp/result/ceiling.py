@@ -28,6 +28,7 @@ def machine_of(result: RunResult, profile: StageProfile, alongside: Sequence[Run
         files_stay_warm=info.cache_stays_warm,
         copy_gb_per_s=m.get(M.H2D_GBPS) if m.get(M.H2D_MEASURED) else None,
         step_s_per_batch=m[M.STEP_MS] / 1000 if m.get(M.STEP_MS) else None,
+        step_cpu_s_per_batch=m[M.STEP_CPU_MS] / 1000 if m.get(M.STEP_CPU_MS) else None,
         pins=bool(result.params.get(PIN_MEMORY)) and bool(host.cuda_available),
         cpu_s_per_sample_seen=least_cpu_per_sample([result, *alongside]),
         cpu_seen_spread=cpu_spread_of_repeats([result, *alongside]),

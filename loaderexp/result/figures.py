@@ -38,7 +38,6 @@ def figures(measured: Union[Measurement, NodeMeasurement]) -> Figures:
 
 def classify(wait_s: float, transfer_s: float, compute_s: float, stall_threshold: float = STALL_THRESHOLD) -> Bound:
     """Which part limits a step: the loader (waiting for data), the copy, or the compute.
-
     A step whose data wait is at least ``stall_threshold`` of its time is loader-bound, as in
     DS-Analyzer's fetch/prep stalls; otherwise the larger of copy and compute bounds it.
     """
@@ -80,6 +79,7 @@ def metrics_of(m: Measurement) -> dict[str, float]:
         # Without a step the loop only waits for data: a stall fraction would be 100% by definition.
         metrics[M.STALL] = sum(waits) / window if window > 0 else float("nan")
         metrics[M.STEP_MS] = 1000 * _compute_s(m.step) / len(waits) if waits else float("nan")
+        metrics[M.STEP_CPU_MS] = 1000 * m.step.step_cpu_s / len(waits) if waits else float("nan")
     if m.pruned:
         metrics[M.PRUNED] = 1.0
     metrics.update(_resource_metrics(m))

@@ -100,6 +100,8 @@ H2D_MS = metric("h2d_ms_per_batch", "ms", SLOWEST, "host-to-device copy per batc
 H2D_GBPS = metric("h2d_gbps", "GB/s", WORST, "host-to-device bandwidth")
 STALL = metric("stall_fraction", "ratio", SLOWEST, "with a step: the share of the time spent waiting for data")
 STEP_MS = metric("step_ms_mean", "ms", SLOWEST, "with a step: its time per batch")
+STEP_CPU_MS = metric("step_cpu_ms_mean", "ms", SLOWEST, "with a step: the main process's CPU per step, all its "
+                     "threads (a step on the CPU takes it from the cores that load)")
 # Resources of the process tree.
 CPU_MEAN = metric("cpu_percent_mean", "%", SUM, "CPU of the tree, 100 = one core", per_rank=True)
 CPU_PEAK = metric("cpu_percent_peak", "%", SUM, "CPU of the tree, highest sample")
