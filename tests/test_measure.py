@@ -197,6 +197,37 @@ def test_a_side_by_side_stream_is_resumed_window_after_window_and_its_banked_bat
         assert min(rates[0][1], rates[0][3]) > 1.2 * 400 and rates[1][2] > 1.2 * 200
 
 
+def test_a_side_without_workers_takes_the_copies_another_sides_fork_costs_before_its_window():
+    """Forking a side's workers shares this process's pages with them: the next write to each copies it.  A side
+    without workers (a resnet18 step on the CPU) paid that in the first window after the other side's start: 0.27 s,
+    half its 0.5 s window, every race in which it went first.  It takes one batch unmeasured after a fork."""
+    clock = FakeClock()
+    pages = {"shared": False}
+
+    class Forks(CountedPipeline):
+        def __iter__(self):
+            pages["shared"] = True
+            return super().__iter__()
+
+    def serial(batches=10_000):  # 0 workers: 100 batches/s, fetched in the loop
+        for _ in range(batches):
+            clock.advance(0.01)
+            yield torch.zeros(4, 3)
+
+    class Serial:
+        __iter__ = staticmethod(serial)
+
+    def step(batch, measured):  # its first write after a fork copies the pages it writes: 0.2 s
+        if pages["shared"]:
+            clock.advance(0.2)
+            pages["shared"] = False
+
+    alone, forked = Side(Serial(), 8, lambda batch: batch, step), Side(Forks(clock, 50, 8), 8, lambda b: b, depth=8)
+    rates = interleaved([alone, forked], 4, 0.25, clock, sleep=clock.advance).rates
+    assert rates[0] == pytest.approx([400] * 4) and rates[1] == pytest.approx([200] * 4)
+    assert (alone.starts, forked.starts) == (1, 1)
+
+
 def test_a_side_by_side_stream_is_let_go_after_each_window_when_its_idle_workers_memory_is_needed():
     clock = FakeClock()
     fast, slow = CountedPipeline(clock, 100, 8), CountedPipeline(clock, 50, 8)
