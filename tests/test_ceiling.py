@@ -643,6 +643,21 @@ def test_the_memory_forecast_with_workers_leaves_out_the_run_without_them():
     assert forecast({0: 923.0, 1: 1325.0, 2: 1331.0}, 0).measured_at == (0, 1, 2)
 
 
+def test_a_memory_forecast_never_has_a_worker_give_memory_back_and_says_how_far_it_reaches():
+    """A resnet18 step on the CPU, PSS 1,164 MB at 1 worker and 1,094 at 2: the line through them fell 70 MB a worker,
+    and the forecast put 8 workers at 673 MB, +-5%. A worker adds no less than nothing: the line is flat, and the 70
+    MB the peaks moved is how far it may be off at the runs, more the farther it reaches."""
+    from loaderexp.model.memory import forecast
+
+    at_three, at_eight = forecast({1: 1164.0, 2: 1094.0}, 3), forecast({1: 1164.0, 2: 1094.0}, 8)
+    assert at_three.per_worker_mb == 0 and at_three.mb == pytest.approx(1129) and at_three.fell_mb == pytest.approx(70)
+    assert at_three.uncertainty == pytest.approx(70 * 4 / 1129) and at_eight.uncertainty == pytest.approx(70 * 14 / 1129)
+    assert 1129 * (1 + at_eight.uncertainty) > 1094 + 6 * 136  # a worker as costly as the first (+136 MB) is inside
+    rising = forecast({1: 1300.0, 2: 1360.0, 3: 1340.0}, 6)  # a line that rises: its runs' distance from it, grown
+    assert rising.fell_mb == 0 and rising.per_worker_mb == pytest.approx(20)
+    assert rising.uncertainty == pytest.approx(26.667 * (1 + 2 * 4 / 2) / (1333.333 + 20 * 4), rel=1e-3)  # 9.4%
+
+
 class _Spin:
     """A transform operation that costs ``ms`` of CPU and nothing else."""
 
