@@ -3,11 +3,13 @@ whose speed drifts over minutes meets every setting alike and the drift cancels 
 
 Each side reads one stream: its iterator starts once (its workers start and warm up unmeasured) and is
 resumed window after window, as a training epoch runs.  While the other sides measure, its workers
-bank up to the pipeline's depth and then wait (no CPU): a resumed window first takes those, then
-times ``window_s`` of batches at the workers' pace.  Restarting the iterator for every window
-instead cost 0.18 s a window, and read sides with workers low in short windows (their new workers'
-first batches run slower than their later ones): CIFAR-10, 0 against 2 workers, -33% in 0.25 s
-windows against -39% in 0.5 s ones and -38.5% in the jobs.  A stream whose epoch ends starts anew at
+bank up to the pipeline's depth and then wait (no CPU): a resumed window first lets those go and takes one
+round unmeasured, then times ``window_s`` of batches at the workers' pace, and at least :data:`MIN_ROUNDS`
+rounds: a window of a round or two meets its rounds' phase (the JPEG folder at 2 against 3 workers and a
+50 ms step: rounds differences 16-20% (sd) in windows of one round, 8-15% in windows of four).
+Restarting the iterator for every window instead cost 0.18 s a window, and read sides with workers low in
+short windows (their new workers' first batches run slower than their later ones): CIFAR-10, 0 against 2
+workers, -33% in 0.25 s windows against -39% in 0.5 s ones and -38.5% in the jobs.  A stream whose epoch ends starts anew at
 the next window; one is let go (its workers end) when ``keep`` says the memory their idle
 processes hold is needed.  The order alternates round by round, so a steady drift favours no side.
 """
@@ -21,6 +23,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from loaderexp.harness.records import PairedRates
 from loaderexp.harness.transfer import batch_size_and_bytes
 
+MIN_ROUNDS = 4  # a window holds at least this many rounds of its workers, however long it takes
+
 
 @dataclass
 class Side:
@@ -33,13 +37,11 @@ class Side:
     round_size: int = 1  # a window holds whole rounds of this many batches (one per worker)
     depth: int = 0  # batches its workers bank while the others measure: taken before a resumed window
     stream: Optional[Iterator] = field(default=None, repr=False)  # the iterator resumed window after window
-    starts: int = 0  # streams started: with workers, each a fork of this process
-    after_fork: bool = False  # another side's workers were forked since its last batch (its pages are shared)
 
 
 def _start(side: Side) -> None:
     """A fresh stream, warmed up unmeasured (its workers start)."""
-    side.stream, side.starts, side.after_fork = iter(side.loader), side.starts + 1, False
+    side.stream = iter(side.loader)
     for _ in range(side.warmup):
         batch = next(side.stream, None)
         if batch is None:  # an epoch no longer than the warm-up: the window times the next one from its start
@@ -50,25 +52,31 @@ def _start(side: Side) -> None:
 
 
 def _resume(side: Side) -> None:
-    """The stream where the last window left it, less what its workers banked since (a fresh one if none runs), and
-    after another side's fork at least one batch more: its first writes to each page this process shares with the
-    new workers copy the page (a resnet18 step without workers lost 0.27 s, half its 0.5 s window, to it)."""
+    """The stream where the last window left it, less what its workers banked since (a fresh one if none runs), then
+    one round more, unmeasured, so that the window opens where a round has just been taken, as the measured loop's
+    windows tile its stream.  Opened anywhere else, a window's first round came early or late by up to a round: the
+    JPEG folder with a 50 ms step, 2 against 3 workers, read -18% in windows of one round and +15% in windows of
+    three, both from the stream.  The round also takes the copies another side's fork costs: forking its workers
+    shares this process's pages with them, and the first write to each copies it (a resnet18 step without workers
+    lost 0.27 s of a 0.5 s window to them)."""
+    banked = side.depth if side.stream is not None else 0
     if side.stream is None:
-        return _start(side)
-    for _ in range(max(side.depth, 1 if side.after_fork else 0)):
+        _start(side)
+    for taken in range(banked + side.round_size):
         batch = next(side.stream, None)
         if batch is None:  # its epoch ended in the banked batches
             return _start(side)
-        if side.consume is not None:
+        if side.consume is not None and taken >= banked:  # the banked ones are let go: only the round is stepped
             side.consume(side.payload(batch), False)
-    side.after_fork = False
 
 
-def _window(side: Side, window_s: float, clock: Callable[[], float], beat: Callable[[], None]) -> tuple[float, float]:
+def _window(side: Side, window_s: float, clock: Callable[[], float], beat: Callable[[], None],
+            min_rounds: int = MIN_ROUNDS) -> tuple[float, float]:
     """The side's rate over one window, and its time per batch (0 where none was timed)."""
     _resume(side)
     samples, batches, restarted, start = 0, 0, False, clock()
-    while clock() - start < window_s or batches % side.round_size:
+    least = min_rounds * side.round_size
+    while clock() - start < window_s or batches % side.round_size or batches < least:
         batch = next(side.stream, None)
         if batch is None:
             if batches == 0 and not restarted:  # the epoch ended just before the window: time the next one's
@@ -90,7 +98,7 @@ def _window(side: Side, window_s: float, clock: Callable[[], float], beat: Calla
 
 def interleaved(sides: list[Side], rounds: int, window_s: float, clock: Callable[[], float] = time.perf_counter,
                 beat: Callable[[], None] = lambda: None, keep: Callable[[], bool] = lambda: True,
-                sleep: Callable[[float], None] = time.sleep) -> PairedRates:
+                sleep: Callable[[float], None] = time.sleep, min_rounds: int = MIN_ROUNDS) -> PairedRates:
     """``rounds`` windows of each side, interleaved, the order reversed every other round; each side's stream
     resumed while ``keep()`` (asked after each window) says its idle workers may hold their memory.
 
@@ -102,12 +110,9 @@ def interleaved(sides: list[Side], rounds: int, window_s: float, clock: Callable
     rates: list[list[float]] = [[] for _ in sides]
     try:
         for position, index in enumerate(schedule):
-            side, starts = sides[index], sides[index].starts
-            rate, per_batch_s = _window(side, window_s, clock, beat)
+            side = sides[index]
+            rate, per_batch_s = _window(side, window_s, clock, beat, min_rounds)
             rates[index].append(rate)
-            if side.starts > starts and side.depth:  # its workers were forked: the others' pages are shared now
-                for other in sides:
-                    other.after_fork = other.after_fork or other is not side
             if position == len(schedule) - 1:
                 break  # no window follows: every stream ends below, its workers with it
             if not keep():
