@@ -66,6 +66,7 @@ def recommend(results: Sequence[RunResult], tolerance: float = TOLERANCE) -> Opt
     chosen = min(close, key=lambda r: (r.params.get(NUM_WORKERS, 0), -rate(r)))
     within_noise = chosen is not best and gap(chosen) <= noise(chosen)
     text = _text(chosen, best, finished, rate, gap(chosen), noise(chosen), tolerance, within_noise)
+    text += _untold(chosen, close, finished, rate, tolerance)
     if figure is M.COLD:
         text += (f" (From the cold-cache figures: the dataset's {chosen.metrics.get(M.FILE_MB, 0):,.0f} MB of files "
                  f"do not fit in the {chosen.metrics.get(M.AVAILABLE, 0):,.0f} MB available, so every epoch reads "
@@ -107,6 +108,25 @@ def _text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult], rat
         return text + ("; the difference is inside the measured noise." if within_noise else ".")
     return text + (f": the difference is inside the measured noise (IQR {100 * noise:.1f}% of the median),"
                    " so the sweep cannot tell them apart.")
+
+
+def _untold(chosen: RunResult, close: Sequence[RunResult], finished: Sequence[RunResult], rate,
+            tolerance: float) -> str:
+    """The runs with the pick's workers that differ in another knob and read within the tolerance of it: the sweep
+    cannot tell them from the pick, so the pick's value of that knob is not a measured choice (persistent_workers
+    true against false over single epochs: 2.5% apart, and "false" was "the fastest run")."""
+    swept = [k for k in varying_params(finished) if k not in (X_AXIS, RANKS)]
+    others = sorted((r for r in close if r is not chosen and r.workers == chosen.workers), key=rate, reverse=True)
+    if not swept or not others:
+        return ""
+
+    def named(r: RunResult) -> str:
+        differs = ", ".join(f"{short_key(k)}={param_text(r.params.get(k))}" for k in swept
+                            if r.params.get(k) != chosen.params.get(k))
+        return f"{differs} ({100 * (rate(r) / rate(chosen) - 1):+.1f}%)"
+
+    return (f" The sweep cannot tell it from {'; '.join(named(r) for r in others[:2])}, within the "
+            f"{100 * tolerance:.0f}% tolerance or the runs' spread: its value there is not a measured choice.")
 
 
 def _bound_text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult], gap: float) -> str:

@@ -120,9 +120,10 @@ class Columns:
 
 
 def versus(r: RunResult, pick: Optional[RunResult], raced: Optional[RaceVerdicts] = None) -> str:
-    """The run's rate against the pick's; ≈ when the gap is inside either run's measured spread, or the race
-    could not tell the two apart side by side; never when the race showed the run slower than the pick (its
-    leader) beyond the tolerance: side by side beats the jobs' spread, measured one after another."""
+    """The run's rate against the pick's; ≈ when the gap is inside the tolerance or either run's measured spread
+    (the recommendation's rule cannot tell them apart), or the race could not tell the two apart side by side;
+    never when the race showed the run slower than the pick (its leader) beyond the tolerance: side by side beats
+    the jobs' figures, measured one after another."""
     if pick is None or r is pick or M.THROUGHPUT not in r.metrics or M.THROUGHPUT not in pick.metrics:
         return "pick" if r is pick else "-"
     gap = r.metrics[M.THROUGHPUT] / pick.metrics[M.THROUGHPUT] - 1
@@ -131,7 +132,7 @@ def versus(r: RunResult, pick: Optional[RunResult], raced: Optional[RaceVerdicts
     if any(names(r, params) for params in raced.slower):
         return f"{100 * gap:+.1f}%"
     untold = any(names(r, params) for params in raced.untold)
-    return f"{100 * gap:+.1f}%" + ("≈" if abs(gap) <= noise or untold else "")
+    return f"{100 * gap:+.1f}%" + ("≈" if abs(gap) <= max(noise, TOLERANCE) or untold else "")
 
 
 NOISY_SHARE = 0.5  # this share of the runs noisy: the sweep says what to do rather than rank noise
@@ -143,8 +144,8 @@ def noise_advice(results: Sequence[RunResult]) -> list[str]:
     notes = []
     if any(r.metrics.get(M.THROUGHPUT) for r in finished):
         notes.append("vs pick: each run's rate against the pick's (the confirmed pick's where the race confirmed one); "
-                     "≈: the gap is inside the runs' measured spread, or the race could not tell the two apart side "
-                     "by side: not a measured difference")
+                     f"≈: the gap is inside the {100 * TOLERANCE:.0f}% tolerance or the runs' measured spread, or the "
+                     "race could not tell the two apart side by side: not a measured difference")
     if len(noisy) >= 2 and len(noisy) >= NOISY_SHARE * len(finished):
         worst = max(r.metrics.get(M.THROUGHPUT_IQR, 0.0) for r in noisy)
         notes.append(f"{len(noisy)} of {len(finished)} runs are noisy (IQR up to {100 * worst:.0f}%): this host's speed "
