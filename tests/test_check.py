@@ -36,7 +36,7 @@ class Sleepy(Dataset):
         time.sleep(DELAY_S)
         return torch.zeros(self.size)
 '''
-SETTINGS = ["dataset=custom", "dataset._target_=sleepy.Sleepy", "dataset.num_samples=400", "loader.num_workers=2",
+SETTINGS = ["dataset=custom", "dataset._target_=sleepy.Sleepy", "+dataset.num_samples=400", "loader.num_workers=2",
             "loader.batch_size=8", "bench=quick", "bench.repeats=5", "bench.profile_s=0", "tracking=none"]
 
 

@@ -138,8 +138,27 @@ def test_dataset_target_that_cannot_be_imported(compose_cfg):
 
 
 def test_dataset_argument_the_target_does_not_take(compose_cfg):
-    with pytest.raises(ConfigError, match=r"takes no argument colour; valid: .*num_samples"):
+    with pytest.raises(ConfigError, match=r"takes no argument colour; valid: .*num_samples.* \(leave one out with "
+                                          r"~dataset.colour\)"):
         check(compose_cfg, ["dataset=synthetic", "+dataset.colour=red"])
+
+
+class NoArguments:
+    """A user's dataset that takes no argument: README's `dataset=custom dataset._target_=...` recipe."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+def test_your_own_dataset_gets_only_the_arguments_you_give(compose_cfg):
+    """dataset=custom gave the worked example's num_samples, size and seed to every class: one that takes none of
+    them was refused ("takes no argument num_samples, seed, size; valid: "), the README's recipe with it."""
+    check(compose_cfg, ["dataset=custom", "dataset._target_=tests.test_config.NoArguments"])
+    with pytest.raises(ConfigError, match=r"takes no argument size; valid: none \(leave one out with ~dataset.size\)"):
+        check(compose_cfg, ["dataset=custom", "dataset._target_=tests.test_config.NoArguments", "+dataset.size=3"])
 
 
 def test_every_loader_knob_is_a_dataloader_argument_of_the_same_name():

@@ -14,7 +14,7 @@ SMALL = {
                     "transform.size=32", "bench=epochs"],
     "fakedata": ["dataset.size=60", "dataset.image_size=[3,24,24]", "transform=imagenet_train", "transform.size=16",
                  "bench=epochs"],
-    "custom": ["dataset.num_samples=120", "dataset.size=16", "bench=epochs"],
+    "custom": ["+dataset.num_samples=120", "+dataset.size=16", "bench=epochs"],
     "stream": ["dataset.num_samples=200", "bench=epochs"],
 }
 SAMPLERS = ["sequential", "random", "random_replacement", "weighted", "subset", "distributed"]
@@ -87,7 +87,7 @@ def test_iterable_dataset_that_does_not_shard_is_flagged(compose_cfg, tmp_path):
 @pytest.mark.slow
 def test_custom_dataset_example_runs_in_spawned_workers(tmp_path, data_root):
     """The README's custom-dataset example, with workers that must import the class again."""
-    proc = run_cli(["dataset=custom", "dataset.num_samples=64", "dataset.size=16", "loader.batch_size=16",
+    proc = run_cli(["dataset=custom", "+dataset.num_samples=64", "+dataset.size=16", "loader.batch_size=16",
                     "loader.num_workers=2", "loader.multiprocessing_context=spawn", "bench=epochs", "tracking=none",
                     "hydra.run.dir=out"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]

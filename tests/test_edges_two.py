@@ -72,8 +72,8 @@ def test_a_disk_that_fills_while_a_job_measures_loses_no_run_and_ends_the_sweep_
     _small_disk(disk)
     try:
         proc = run_cli(["-m", "dataset=custom", f"dataset.python_path={REPO}", "loader.batch_size=32", "bench=quick",
-                        "dataset._target_=tests.faulty.DiskFiller", f"+dataset.fill={disk}", "dataset.num_samples=256",
-                        "~dataset.size", "bench.seed=0,1,2", f"tracking.uri={store}",
+                        "dataset._target_=tests.faulty.DiskFiller", f"+dataset.fill={disk}", "+dataset.num_samples=256",
+                        "bench.seed=0,1,2", f"tracking.uri={store}",
                         f"hydra.sweep.dir={disk / 'sweep'}"], cwd=tmp_path)
         leftovers = [p.name for p in disk.rglob("*.tmp")]
         sizes = {p.name: p.stat().st_size for p in (disk / "sweep").rglob("*") if p.is_file()}

@@ -79,8 +79,9 @@ def _check_target(group: str, node: TargetNode, problems: list[str]) -> None:
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         unknown = sorted(set(kwargs) - set(params))
         if unknown:
-            valid = ", ".join(name for name in params if name not in ("self", "transform", "data_source"))
-            problems.append(f"{group}: {node.target} takes no argument {', '.join(unknown)}; valid: {valid}")
+            valid = ", ".join(name for name in params if name not in ("self", "transform", "data_source")) or "none"
+            problems.append(f"{group}: {node.target} takes no argument {', '.join(unknown)}; valid: {valid} (leave "
+                            f"one out with {' '.join(f'~{group}.{name}' for name in unknown)})")
             return
     placeholders = [object()] if node.partial else []  # a sampler gets its dataset later
     try:
