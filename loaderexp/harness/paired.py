@@ -9,8 +9,8 @@ rounds: a window of a round or two meets its rounds' phase (the JPEG folder at 2
 50 ms step: rounds differences 16-20% (sd) in windows of one round, 8-15% in windows of four).
 Restarting the iterator for every window instead cost 0.18 s a window, and read sides with workers low in
 short windows (their new workers' first batches run slower than their later ones): CIFAR-10, 0 against 2
-workers, -33% in 0.25 s windows against -39% in 0.5 s ones and -38.5% in the jobs.  A stream whose epoch ends starts anew at
-the next window; one is let go (its workers end) when ``keep`` says the memory their idle
+workers, -33% in 0.25 s windows against -39% in 0.5 s ones and -38.5% in the jobs.  A stream whose epoch
+ends starts anew at the next window; one is let go (its workers end) when ``keep`` says the memory their idle
 processes hold is needed.  The order alternates round by round, so a steady drift favours no side.
 """
 
