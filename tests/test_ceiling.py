@@ -639,7 +639,11 @@ def test_the_memory_forecast_with_workers_leaves_out_the_run_without_them():
 
     at_four = forecast({0: 923.0, 1: 1325.0, 2: 1331.0}, 4)
     assert at_four.measured_at == (1, 2) and at_four.mb == pytest.approx(1345, rel=0.02)
-    assert forecast({0: 923.0, 2: 1331.0}, 4).measured_at == (0, 2)  # one count with workers: the line needs the 0
+    from_zero = forecast({0: 923.0, 2: 1331.0}, 4)  # one count with workers: the line needs the 0 ...
+    assert from_zero.measured_at == (0, 2) and from_zero.first_worker
+    # ... and holds the first worker's own cost: at most the line (1,739), at least the run's level (1,331)
+    assert from_zero.mb == pytest.approx((1331 + 1739) / 2) and from_zero.uncertainty == pytest.approx(204 / 1535)
+    assert from_zero.mb * (1 - from_zero.uncertainty) == pytest.approx(1331)  # the measured 4 workers' 1,345 inside
     assert forecast({0: 923.0, 1: 1325.0, 2: 1331.0}, 0).measured_at == (0, 1, 2)
 
 

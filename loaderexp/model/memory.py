@@ -18,6 +18,7 @@ class MemoryForecast:
     uncertainty: float  # relative, at ``workers``: how far the measured runs stray, grown with the distance from them
     measured_at: tuple[int, ...]
     fell_mb: float = 0.0  # the measured runs held this much less with more workers: their peaks move more than that
+    first_worker: bool = False  # the line runs from 0 workers: its slope holds the first worker's own cost, at most
 
 
 def forecast(measured: Mapping[int, float], workers: int) -> Optional[MemoryForecast]:
@@ -30,7 +31,11 @@ def forecast(measured: Mapping[int, float], workers: int) -> Optional[MemoryFore
     A worker adds no less than nothing: a line that falls (a resnet18 step's peaks, 1,164 MB at 1 worker and 1,094
     at 2) says the runs' peaks move more than a worker adds.  It is taken flat, and that movement, like the runs'
     distance from the line, is how far the forecast may be off at the runs, twice as much again for each span of the
-    measured counts it reaches beyond their middle: the line's slope is known to no better than that."""
+    measured counts it reaches beyond their middle: the line's slope is known to no better than that.
+
+    From 0 workers and one count with workers, past that count: the slope holds the first worker's own cost, so the
+    line is the most the forecast can be, and the measured run's level (no worker adds less than nothing) the least;
+    the forecast is the middle of the two, and half their distance its uncertainty."""
     points = sorted(measured.items())
     with_workers = [(w, m) for w, m in points if w >= 1]
     if workers >= 1 and len({w for w, _ in with_workers}) >= 2:
@@ -47,4 +52,9 @@ def forecast(measured: Mapping[int, float], workers: int) -> Optional[MemoryFore
     line = lambda w: mean_m + slope * (w - mean_w)  # noqa: E731
     stray = max([abs(m - line(w)) for w, m in points] + [fell]) if n > 2 or fell else 0.0
     off = stray * (1 + 2 * abs(workers - mean_w) / span) / line(workers) if line(workers) > 0 else 0.0
+    top_w, top_m = points[-1]
+    if points[0][0] == 0 and n == 2 and workers > top_w:  # [the run's level, the line], as its middle +- half
+        middle = (top_m + line(workers)) / 2
+        return MemoryForecast(workers, middle, slope, max(MIN_UNCERTAINTY, (line(workers) - top_m) / 2 / middle),
+                              (0, top_w), fell, first_worker=True)
     return MemoryForecast(workers, line(workers), slope, max(MIN_UNCERTAINTY, off), tuple(w for w, _ in points), fell)

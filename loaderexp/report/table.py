@@ -13,7 +13,7 @@ from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import Confirmation, RaceVerdicts, confirmed_pick, names
 from loaderexp.report.hosts import by_host_type, overlaps
 from loaderexp.report.params import short_key, varying_params
-from loaderexp.report.forecast import forecast_notes, prediction_note
+from loaderexp.report.forecast import fill_forecasts, forecast_notes, prediction_note
 from loaderexp.report.recommend import recommend
 from loaderexp.result import NUM_WORKERS, TOLERANCE, RunResult, Status, param_text
 from loaderexp.result import metrics as M
@@ -61,6 +61,7 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
     every_run = [r for _, r in items]
     items, merged = as_configurations(items)
     results = [r for _, r in items]
+    fill_forecasts(results)  # a sweep recorded before the forecast's rule changed: shown as the note says
     axes = varying_params(results) or [NUM_WORKERS]
     # The ranks per node are the machine's (its GPUs), not a knob: one recommendation per count.
     ranks = sorted({r.ranks for r in results})
