@@ -98,7 +98,10 @@ def predicted_instead(spec: Config, result: RunResult, sweep_dir: Path, override
         store.put(key, profile)
     if not runs and not _loader_only(spec, result):
         return False
-    machine = machine_of(runs[-1], profile) if runs else _unmeasured_machine(spec, result, profile)
+    # the measured run nearest this job's count for its own figures (a step's time, the copy), all of them for what a
+    # sample costs (as the report's model takes them): not whichever the folder listed last
+    nearest = min(runs, key=lambda r: (abs(r.workers - workers), r.workers), default=None)
+    machine = machine_of(nearest, profile, runs) if nearest else _unmeasured_machine(spec, result, profile)
     model = CeilingModel(profile, machine)
     measured = {r.workers: r.metrics[M.THROUGHPUT] for r in runs if M.THROUGHPUT in r.metrics}
     spreads = {r.workers: r.metrics.get(M.THROUGHPUT_IQR, 0.0) for r in runs}
