@@ -801,13 +801,15 @@ def test_a_loops_thirds_hold_whole_rounds_of_its_workers_batches():
 
 def test_the_all_cores_loop_past_the_bound_within_its_own_thirds_is_not_a_model_failure():
     """Run K: the runs' CPU put a JPEG sweep's bound at 785 samples/s, and the profile's all-cores loop (tenths of a
-    second) read 790 on the median of its thirds: inside its own spread, so the ceiling is at least what it did,
-    not a model that is off. Its slowest third past the bound is."""
+    second) read 790 on the median of its thirds: inside its own spread, not a model that is off. Its slowest third
+    past the bound is. The ceiling is at least what that slowest third did: a Hugging Face dataset's loop read
+    16,817, 25,715 and 21,879 in its thirds, and its median had made the ceiling 21,879 where the bound was 17,156
+    and the sweep's two-worker run did 14,807."""
     runs = Machine(cores=2, batch_size=10, cpu_s_per_sample_seen=0.00115)
     bound = 2 / 0.00115 * 1.05
     within = CeilingModel(profile(all_cores_rate=1.01 * bound, all_cores_rates=[0.97 * bound, 1.01 * bound,
                                                                                1.03 * bound]), runs).ceiling_range()
-    assert not within.failed and within.low == within.high == pytest.approx(1.01 * bound)
+    assert not within.failed and within.low == pytest.approx(0.97 * bound) and within.high == pytest.approx(bound)
     beyond = CeilingModel(profile(all_cores_rate=1.05 * bound, all_cores_rates=[1.02 * bound, 1.05 * bound,
                                                                                1.08 * bound]), runs).ceiling_range()
     assert beyond.failed and beyond.failure.startswith("the profile's loop with 4 workers did")

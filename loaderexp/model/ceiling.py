@@ -215,13 +215,13 @@ class CeilingModel:
         surely = {**loops, all_cores: min(self.profile.all_cores_rates)} if all_cores in loops and \
             self.lighter is None and self.profile.all_cores_rates else loops
         if not m.step_s_per_batch and not m.copy_gb_per_s:  # the run loads as the profile's loops do
-            where, best = max({**loops, **(seen or {})}.items(), key=lambda item: item[1])
+            where, best = max({**surely, **(seen or {})}.items(), key=lambda item: item[1])
             failure = self._over(*max({**surely, **(seen or {})}.items(), key=lambda item: item[1]), limit, high)
         else:  # the run steps or copies, the loops do not: they are held against what loading alone allows
             # the runs' CPU a sample holds their step's and copy's: not loading's
             loading = self.with_machine(step_s_per_batch=None, step_cpu_s_per_batch=None, copy_gb_per_s=None,
                                         cpu_s_per_sample_seen=None)
-            where, best = max(loops.items(), key=lambda item: item[1])
+            where, best = max(surely.items(), key=lambda item: item[1])
             failure = self._over(*max(surely.items(), key=lambda item: item[1]), (binding := loading.ceiling()),
                                  binding.rate * (1 + loading.uncertainty()))
             if seen:
