@@ -702,6 +702,13 @@ def test_a_lighter_pipelines_all_cores_loop_runs_at_the_runs_own_batch(monkeypat
         return real(dataset, sampler, batch_size, collate, workers, budget_s)
 
     monkeypatch.setattr(profile_loops, "workers_loop", spied)
+    streams = profile_lighter.side_by_side
+
+    def spied_streams(dataset, pipelines, indices, batch, collate, cores, budget_s):  # all cores: two live streams
+        seen.append((profile_loops.one_per_core(cores), batch))
+        return streams(dataset, pipelines, indices, batch, collate, cores, budget_s)
+
+    monkeypatch.setattr(profile_lighter, "side_by_side", spied_streams)
     stages = [Stage("fetch", "fetch", 0.00001, 0.00001), Stage("_Spin", "transform", 0.0003, 0.0003),
               Stage("_Spin", "transform", 0.0001, 0.0001)]
     whole = profile_lighter.Whole(0.0004, profile_loops.WorkerFigures(0.0004, 0.0004, 0.0001, "", 0.0), 5000.0)
@@ -717,6 +724,47 @@ def test_a_lighter_pipelines_all_cores_loop_runs_at_the_runs_own_batch(monkeypat
     costly = profile_lighter.Whole(0.02, profile_loops.WorkerFigures(0.02, 0.02, 0.0001, "", 0.0), 100.0)
     profile_lighter.lighter_pipelines(Tensors(), stages, list(range(2048)), 64, None, 2.0, budget_s=0.2, whole=costly)
     assert {batch for workers, batch in seen if workers == 2} == {2}
+
+
+class _Nap:
+    """A transform operation that costs ``ms`` of wall and no CPU: its true rate is known on any host."""
+
+    def __init__(self, ms: float):
+        self.seconds = ms / 1000.0
+
+    def __call__(self, value):
+        time.sleep(self.seconds)
+        return value
+
+
+def test_the_lighter_pipeline_on_all_cores_runs_beside_the_whole_one_as_two_live_streams():
+    """Two pairs of fresh all-cores loops of 0.27 s put a light pipeline's gain about 12% (sd) from its moment's
+    typical ratio. As two live streams in eight interleaved windows each, the whole pipeline (2 ms a sample) and the
+    one without its first operation (1 ms) read their true ratio of 2, each on its own copy of the dataset."""
+    import statistics
+
+    import torch
+    from torchvision import transforms as T
+
+    from loaderexp.harness.profile_lighter import STREAM_ROUNDS, side_by_side, without
+
+    class Napping(torch.utils.data.Dataset):
+        def __init__(self):
+            self.transform = T.Compose([_Nap(1.0), _Nap(1.0)])
+
+        def __len__(self):
+            return 4096
+
+        def __getitem__(self, index):
+            return self.transform(torch.zeros(4))
+
+    dataset = Napping()
+    whole = dataset.transform
+    pairs = side_by_side(dataset, (whole, without(whole, 0)), list(range(4096)), 16, None, 2.0, budget_s=1.0)
+    assert dataset.transform is whole  # the dataset itself is left as it was
+    assert len(pairs) == STREAM_ROUNDS
+    assert statistics.median(lighter[0] / whole_rate[0] for whole_rate, lighter in pairs) == pytest.approx(2, rel=0.15)
+    assert statistics.median(w[0] for w, _ in pairs) == pytest.approx(2 * 1000 / 2, rel=0.15)  # 2 workers, 2 ms
 
 
 def test_a_lighter_pipeline_timed_at_a_slow_moment_is_put_on_the_profiles_moment_by_the_whole_loop_beside_it():

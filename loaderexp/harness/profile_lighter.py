@@ -11,6 +11,7 @@ the whole pipeline's loop and taken as their ratio, 30 of 36 read within 15% (at
 
 from __future__ import annotations
 
+import copy
 import math
 import statistics
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ SHARES = {"single": 0.1, "worker": 0.2, "all_cores": 0.3}
 # against bare loops (the tensor and CPU-burn pipelines, interleaved with one pair's), one-worker what-ifs read
 # at most 6.5% off (mean 2.4%) where one pair read up to 16.2% (mean 4.5%)
 AGREE = 0.10
+STREAM_ROUNDS = 8  # all cores: the two pipelines as live streams, this many interleaved windows of each
 
 
 def without(transform: Any, index: int) -> Optional[Callable]:
@@ -107,19 +109,64 @@ def lighter_pipelines(dataset: Any, stages: list[Stage], indices: list[int], bat
             return all_cores_rates(dataset, indices, pair_batch, collate, cores, whole.worker.wall_s,
                                    SHARES["all_cores"] * budget_s, own_batch=True)
 
+        def streams() -> Optional[list[Pair]]:  # a costly sample's loops hold steady (the JPEG folder's within 6%),
+            # and windows of whole rounds at its pace took its profile from 9-10 s to 16 s: a light one's only
+            return side_by_side(dataset, (transform, lighter), indices, pair_batch, collate, cores,
+                                4 * SHARES["all_cores"] * budget_s) if pair_batch == batch_size else None
+
         try:
             singles = (timed(transform, single), timed(lighter, single))
             one_worker = _paired(lambda: timed(lighter, worker), lambda: timed(transform, worker), _worker_ratio)
             # Two pairs on all cores, never a third: a third where they read more than AGREE apart (6 of 10 there)
             # brought those what-ifs no nearer bare loops (mean 8.8% and 14.0% off against 9.2% and 11.2%)
-            all_cores = _paired(lambda: timed(lighter, rates), lambda: timed(transform, rates), _rates_ratio,
-                                whole_first=True, settle=False)
+            all_cores = streams() or _paired(lambda: timed(lighter, rates), lambda: timed(transform, rates),
+                                             _rates_ratio, whole_first=True, settle=False)
         except Exception:  # noqa: BLE001 - the pipeline does not run without it (ToTensor before Normalize): modelled
             continue
         if any(figures is None for pair in one_worker for figures in pair) or not all(singles):
             continue
         found.append(_rebased(stage.name, whole, singles, one_worker, all_cores))
     return found
+
+
+class _Cycle:
+    """The indices over and over: a stream that never ends its epoch (which would start its workers again)."""
+
+    def __init__(self, indices: list[int]):
+        self.indices = indices
+
+    def __iter__(self):
+        while True:
+            yield from self.indices
+
+
+def side_by_side(dataset: Any, pipelines: tuple[Any, Any], indices: list[int], batch: Optional[int],
+                 collate: Optional[Callable], cores: float, budget_s: float) -> Optional[list["Pair"]]:
+    """The whole and the lighter pipeline on one worker per core each, as two live streams (each over its own shallow
+    copy of the dataset, its transform set), in :data:`STREAM_ROUNDS` interleaved windows of each, as the sweep's
+    race compares settings (:mod:`.paired`): (whole, lighter) rates, a pair a round.  Two pairs of fresh loops of
+    0.27 s put the blur's gain about 12% (sd) from its moment's typical ratio: a light pipeline on all cores (its
+    workers and the main process on two cores) moves 15-25% from one loop to the next.  None where the dataset
+    cannot be copied, or the cores or the indices are too few."""
+    from torch.utils.data import DataLoader
+
+    from loaderexp.harness.paired import Side, interleaved
+    from loaderexp.harness.profile_loops import _fork
+
+    workers, batch = one_per_core(cores), batch or 1
+    if workers < 2 or len(indices) < 4 * workers * batch:
+        return None
+    try:
+        copies = [copy.copy(dataset) for _ in pipelines]
+        for each, pipeline in zip(copies, pipelines):
+            each.transform = pipeline
+    except Exception:  # noqa: BLE001 - a dataset that cannot be copied: the pairs of fresh loops instead
+        return None
+    sides = [Side(DataLoader(each, batch_size=batch, sampler=_Cycle(indices), collate_fn=collate, num_workers=workers,
+                             multiprocessing_context=_fork()), 2 * workers, lambda batch: batch, round_size=workers,
+                  depth=2 * workers) for each in copies]
+    paired = interleaved(sides, STREAM_ROUNDS, budget_s / (2 * STREAM_ROUNDS))
+    return [([whole], [lighter]) for whole, lighter in zip(*paired.rates) if whole > 0 and lighter > 0] or None
 
 
 def _middle(rates: list[float]) -> Optional[float]:
