@@ -726,11 +726,8 @@ def test_a_lighter_pipelines_all_cores_loop_runs_at_the_runs_own_batch(monkeypat
     assert {batch for workers, batch in seen if workers == 2} == {2}
 
 
-class _Nap:
+class _Nap(_Spin):
     """A transform operation that costs ``ms`` of wall and no CPU: its true rate is known on any host."""
-
-    def __init__(self, ms: float):
-        self.seconds = ms / 1000.0
 
     def __call__(self, value):
         time.sleep(self.seconds)

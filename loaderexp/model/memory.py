@@ -50,11 +50,11 @@ def forecast(measured: Mapping[int, float], workers: int) -> Optional[MemoryFore
     fell = max(0.0, -slope * span)
     slope = max(slope, 0.0)
     line = lambda w: mean_m + slope * (w - mean_w)  # noqa: E731
-    stray = max([abs(m - line(w)) for w, m in points] + [fell]) if n > 2 or fell else 0.0
-    off = stray * (1 + 2 * abs(workers - mean_w) / span) / line(workers) if line(workers) > 0 else 0.0
     top_w, top_m = points[-1]
     if points[0][0] == 0 and n == 2 and workers > top_w:  # [the run's level, the line], as its middle +- half
         middle = (top_m + line(workers)) / 2
         return MemoryForecast(workers, middle, slope, max(MIN_UNCERTAINTY, (line(workers) - top_m) / 2 / middle),
                               (0, top_w), fell, first_worker=True)
+    stray = max([abs(m - line(w)) for w, m in points] + [fell]) if n > 2 or fell else 0.0
+    off = stray * (1 + 2 * abs(workers - mean_w) / span) / line(workers) if line(workers) > 0 else 0.0
     return MemoryForecast(workers, line(workers), slope, max(MIN_UNCERTAINTY, off), tuple(w for w, _ in points), fell)

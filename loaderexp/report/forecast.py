@@ -71,12 +71,12 @@ def forecast_notes(results: Sequence[RunResult], usable_mb: Optional[float]) -> 
     far = max(forecasts.values(), key=lambda f: f.uncertainty)
     off = f"+-{100 * near.uncertainty:.0f}%" + (f" at num_workers={near.workers} to +-{100 * far.uncertainty:.0f}% at "
                                                 f"{far.workers}" if far.uncertainty - near.uncertainty >= 0.01 else "")
-    fell = (f"; they held {made.fell_mb:,.0f} MB less with more workers: their peaks move more than a worker adds, "
-            "so the line is taken flat, and its slope is known to no better than that" if made.fell_mb else
-            "; the first worker's own cost is in that slope, so each later one adds between nothing and that: the "
-            "forecast is the middle" if made.first_worker else "")
+    why = (f"; they held {made.fell_mb:,.0f} MB less with more workers: their peaks move more than a worker adds, "
+           "so the line is taken flat, and its slope is known to no better than that" if made.fell_mb else
+           "; the first worker's own cost is in that slope, so each later one adds between nothing and that: the "
+           "forecast is the middle" if made.first_worker else "")
     notes = [f"PSS MB in parentheses: a forecast, not measured: each worker adds about {made.per_worker_mb:,.0f} MB "
-             f"(a line through the runs measured at num_workers={', '.join(map(str, made.measured_at))}{fell}; "
+             f"(a line through the runs measured at num_workers={', '.join(map(str, made.measured_at))}{why}; "
              f"{off})"]
     for r in results:
         f = forecasts.get(id(r))
