@@ -322,6 +322,16 @@ def test_without_workers_one_process_can_be_the_ceiling():
                          Machine(cores=4, batch_size=10))
     assert cheap.ceiling().name == "one process" and cheap.ceiling().rate == pytest.approx(100_000)
     assert cheap.ceiling_range({"num_workers=0": 90_000}).high >= 100_000
+    assert cheap.ceiling().lift.startswith("workers, once larger batches")  # the main process holds the workers
+
+
+def test_one_process_on_one_core_is_lifted_by_the_cores_at_which_workers_pass_it():
+    """Inside a 1-core quota workers pay their passing of batches from the same core: one process binds, and what
+    lifts it is the cores from which the workers' CPU limit passes it, not 'nothing'."""
+    quota = CeilingModel(profile(), Machine(cores=1, batch_size=10))  # 1.15 ms with workers, 1 ms without
+    assert quota.ceiling().name == "one process"
+    assert "more cores" in quota.ceiling().lift and "from about 1.1 usable cores" in quota.ceiling().lift
+    assert "1 usable core /" in next(limit.how for limit in quota.limits() if limit.name == "CPU")
 
 
 def test_a_grid_is_cut_short_only_where_the_measurements_agree_with_the_model():

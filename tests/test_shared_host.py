@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loaderexp.report.busy import BUSY_CORES, busy_notes
+from loaderexp.report.busy import BUSY_CORES, busy_notes, quota_notes
 from loaderexp.result import HostFacts, RunResult
 from loaderexp.result import metrics as M
 from loaderexp.runner import JobContext, run
@@ -112,6 +112,20 @@ def test_the_report_says_the_host_was_busy_and_when_runs_met_different_loads():
     uneven = busy_notes([_run(0, 0.0), _run(1, 1.0)])
     assert any("the runs met different loads (others 0.0 to 1.0 cores" in n for n in uneven)
     assert busy_notes([_run(0, 0.02), _run(1, 0.05)]) == []  # a quiet host: nothing to say
+
+
+def test_the_report_says_a_cpu_quota_held_the_sweep_and_which_runs_it_held_back():
+    def inside(workers: int, quota, throttled: float) -> RunResult:
+        run = _run(workers, 0.0)
+        run.metrics[M.THROTTLED] = throttled
+        run.host = HostFacts(cpus_usable=min(quota or 2, 2), cpu_count=2, cpu_quota_cores=quota)
+        return run
+
+    held = quota_notes([inside(0, 1.0, 0.01), inside(2, 1.0, 1.7), inside(4, 1.0, 6.9)])
+    assert len(held) == 1 and held[0].startswith("the sweep ran inside a CPU quota of 1 core on a machine of 2 CPUs")
+    assert "held back 2 of 3 runs, up to 6.9 s (num_workers=4" in held[0]  # 0.01 s is the quota's edge, not a hold
+    assert quota_notes([inside(0, None, 0.0), inside(2, None, 0.0)]) == []  # no quota: nothing to say
+    assert quota_notes([inside(2, 4.0, 0.0)]) == []  # a quota above the machine's CPUs holds nothing
 
 
 STEADY = 0.15  # cores of others two runs on a steady host differ by, at most

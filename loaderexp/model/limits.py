@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 
+def cores_word(cores: float) -> str:
+    return "core" if cores == 1 else "cores"
+
+
 @dataclass(frozen=True)
 class Limit:
     name: str  # "CPU", "main process", "storage", "device copy", "step"

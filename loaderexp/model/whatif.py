@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from loaderexp.model.ceiling import CeilingModel
+from loaderexp.model.limits import cores_word
 
 RANK_COUNTS = (2, 4, 8)
 
@@ -99,7 +100,8 @@ def what_ifs(model: CeilingModel, workers: int, values: list[int], measured: Opt
         shared = model.with_machine(ranks=ranks)
         each = _fewest_best(shared, grid)
         after, held_how = held(shared.predict(each) * scale, shared, "")
-        found.append(WhatIf(f"{ranks} training processes on this node sharing its {cores:g} cores", ceiling,
+        sharing = f"{ranks} training processes on this node sharing its {cores:g} {cores_word(cores)}"
+        found.append(WhatIf(sharing, ceiling,
                             shared.ceiling().rate, here, after, shared.ceiling().name,
                             f"modelled, {after / ranks:,.0f} samples/s per rank at num_workers={each} each, the "
                             f"fewest that reach it, {on}: assumes the ranks split the cores evenly, each with a main "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from loaderexp.model.limits import cores_word
 from loaderexp.result import RunResult
 from loaderexp.result import metrics as M
 
@@ -41,6 +42,27 @@ def busy_notes(results: Sequence[RunResult]) -> list[str]:
                      "others): a gap between runs measured under different loads may be the host's, not the "
                      "settings'")
     return notes
+
+
+THROTTLED_S = 0.05  # a run the quota held back for less than this met its edge, not its limit
+
+
+def quota_notes(results: Sequence[RunResult]) -> list[str]:
+    """One line when the sweep ran inside a CPU quota below the machine's CPUs (a container's ``--cpus=1``): its
+    figures are that quota's, and the runs it held back (throttled) say how hard it bound."""
+    finished = [r for r in results if r.finished]
+    quotas = {r.host.cpu_quota_cores for r in finished if r.host.cpu_quota_cores is not None
+              and r.host.cpu_quota_cores < (r.host.cpu_count or float("inf"))}
+    if not quotas:
+        return []
+    machine = max(r.host.cpu_count or 0 for r in finished)
+    held = sorted((r.metrics[M.THROTTLED], r.workers) for r in finished if r.metrics.get(M.THROTTLED, 0.0) >= THROTTLED_S)
+    quota = " to ".join(f"{q:g}" for q in sorted(quotas)[::max(len(quotas) - 1, 1)])
+    return [f"the sweep ran inside a CPU quota of {quota} {cores_word(max(quotas))} on a machine of {machine} CPUs "
+            "(a cgroup's cpu.max or cpu.cfs_quota_us, a container's --cpus): the figures, the ceiling and the pick are "
+            "the quota's" + (f"; it held back {len(held)} of {len(finished)} runs, up to {held[-1][0]:.1f} s "
+                             f"(num_workers={held[-1][1]}; metric cpu_throttled_s)" if held else "")
+            + ". A training job with another quota, or none, needs its own sweep"]
 
 
 PACE_MOVED = 0.15  # runs whose paces lie further apart than this (slowest over quickest, less 1): the pace moved

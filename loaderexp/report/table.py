@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from loaderexp.report.busy import busy_notes, moved_from, pace_cell, pace_notes
+from loaderexp.report.busy import busy_notes, moved_from, pace_cell, pace_notes, quota_notes
 from loaderexp.model.limits import CeilingRange
 from loaderexp.report.ceiling import beyond, ceiling_for, ceiling_sections, sweep_ceilings
 from loaderexp.report.configurations import as_configurations
@@ -89,7 +89,7 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     notes = [*merged, *_notes(items, kinds.ranked), *noise_advice(results), *busy_notes(results),
-             *pace_notes(every_run)]
+             *quota_notes(results), *pace_notes(every_run)]
     for count, rec in recs.items():
         if rec is None:
             continue
