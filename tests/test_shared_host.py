@@ -128,6 +128,14 @@ def test_the_report_says_a_cpu_quota_held_the_sweep_and_which_runs_it_held_back(
     assert quota_notes([inside(2, 4.0, 0.0)]) == []  # a quota above the machine's CPUs holds nothing
 
 
+def test_a_machine_inside_a_quota_is_another_kind_of_host():
+    """The check and the report compare runs by host kind: a baseline measured on the 2 cores and a run inside
+    --cpus=1 are not one host, and the code must not be blamed for the quota."""
+    whole = HostFacts(cpu_model="X", cpu_count=2, cpus_usable=2)
+    assert whole.kind == "X, 2 CPUs"
+    assert HostFacts(cpu_model="X", cpu_count=2, cpus_usable=1.0, cpu_quota_cores=1.0).kind == "X, 2 CPUs (1 usable)"
+
+
 STEADY = 0.15  # cores of others two runs on a steady host differ by, at most
 
 

@@ -127,8 +127,11 @@ class HostFacts(_Record):
 
     @property
     def kind(self) -> str:
-        """What makes two hosts comparable: CPU model and count, and the GPU (hostnames differ anyway)."""
+        """What makes two hosts comparable: CPU model and count, the share of them the job may use (an affinity or
+        a CPU quota: a 2-CPU machine inside ``--cpus=1`` is a 1-core one), and the GPU (hostnames differ anyway)."""
         text = f"{self.cpu_model or '?'}, {self.cpu_count if self.cpu_count is not None else '?'} CPUs"
+        if self.cpus_usable is not None and self.cpu_count is not None and self.cpus_usable < self.cpu_count:
+            text += f" ({self.cpus_usable:g} usable)"
         return text + (f", {self.gpu}" if self.gpu else "")
 
 
