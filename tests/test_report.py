@@ -148,3 +148,27 @@ def test_the_plot_is_titled_with_the_dataset_and_host_and_marks_the_pick(tmp_pat
     assert "pick (unconfirmed): num_workers=2" in labels  # the recommendation's: the fewest within the tolerance
     star = next(line for line in ax.get_lines() if line.get_marker() == "*")
     assert list(star.get_xdata()) == [2] and list(star.get_ydata()) == [2000]
+
+
+def test_a_swept_config_group_is_one_axis_named_by_its_choice():
+    """sampler=random,sequential changes sampler._target_, sampler.name and sampler.replacement together: one axis,
+    "sampler=sequential"; a member swept within one choice stays an axis of its own."""
+    from loaderexp.report.params import short_key, varying_params
+
+    def run(workers: int, sampler: str, rate: float, fraction: float = 0.5) -> RunResult:
+        made = result(workers, rate)
+        made.params.update({"sampler.name": sampler, "sampler._target_": f"torch.{sampler.title()}Sampler",
+                            "sampler.replacement": False if sampler == "random" else None})
+        if sampler == "subset":
+            made.params["sampler.fraction"] = fraction
+        return made
+
+    runs = [run(0, "random", 900), run(2, "random", 2000), run(0, "sequential", 1000), run(2, "sequential", 1990)]
+    axes = varying_params(runs)
+    assert axes == ["loader.num_workers", "sampler.name"] and [short_key(k) for k in axes] == ["num_workers", "sampler"]
+    rec = recommend(runs, tolerance=0.05)
+    assert "num_workers=2, sampler=random" in rec.text and "_target_" not in rec.text
+    table = summary_table([(Path("x"), r) for r in runs])
+    assert "sampler._target_" not in table and "sequential" in table
+    subsets = [run(2, "subset", 1000, 0.1), run(2, "subset", 1500, 0.5), run(2, "random", 2000)]
+    assert "sampler.fraction" in varying_params(subsets)  # it varies within the subset choice: an axis

@@ -13,7 +13,8 @@ from loaderexp.model.limits import CeilingRange
 from loaderexp.model.knee import AGREE, misses
 from loaderexp.model.whatif import what_ifs
 from loaderexp.report.busy import PACE_MOVED, run_pace
-from loaderexp.result import NUM_WORKERS, RunResult, Status
+from loaderexp.report.params import short_key, varying_params
+from loaderexp.result import NUM_WORKERS, RunResult, Status, param_text
 from loaderexp.result import metrics as M
 from loaderexp.result.ceiling import model_of, refit_of, refit_words
 
@@ -30,10 +31,12 @@ def by_profile(results: Sequence[RunResult]) -> list[list[RunResult]]:
 APART = 0.15  # stages that add up to the loop within this are read as they are
 
 
-def stage_table(runs: Sequence[RunResult]) -> list[str]:
+def stage_table(runs: Sequence[RunResult], which: str = "") -> list[str]:
+    """``which``: the settings the runs of this profile share, where a sweep has several profiles."""
     profile = runs[0].profile
     total = profile.cpu_s or 1e-12
-    lines = [f"Where the time goes ({profile.split}; {profile.samples:,} samples, one process, one thread):",
+    lines = [f"Where the time goes ({which + '; ' if which else ''}{profile.split}; {profile.samples:,} samples, one "
+             "process, one thread):",
              f"  {'stage':<24} {'CPU ms/sample':>13} {'wall ms/sample':>14} {'% of CPU':>8}"]
     for stage in profile.stages:
         lines.append(f"  {stage.name:<24} {1000 * stage.cpu_s:>13.4f} {1000 * stage.wall_s:>14.4f} "
@@ -136,7 +139,9 @@ def limit_lines(model: CeilingModel, runs: Sequence[RunResult] = ()) -> list[str
 def curve_lines(runs: Sequence[RunResult], refit: Optional[dict[str, float]] = None) -> list[str]:
     """Predicted against measured, per run; the disagreements said; with ``refit`` (bench.predict's, as
     :func:`loaderexp.result.ceiling.refit_of` reads it), the refitted model's row too."""
-    rows, off = [], []
+    rows, off, ordered = [], [], []
+    # runs of one worker count that differ in another knob (sampler=random,sequential) say which is which
+    others = [k for k in varying_params(runs) if k != NUM_WORKERS]
     for r in sorted(runs, key=lambda r: (r.params.get(NUM_WORKERS) or 0)):
         model = model_of(r)
         if model is None:
@@ -144,22 +149,28 @@ def curve_lines(runs: Sequence[RunResult], refit: Optional[dict[str, float]] = N
         workers, rate = r.params.get(NUM_WORKERS) or 0, r.metrics[M.THROUGHPUT]
         predicted = model.predict(workers)
         rows.append((workers, rate, predicted))
+        ordered.append(r)
         spread = r.metrics.get(M.THROUGHPUT_IQR, 0.0)
         if misses(predicted, rate, spread):
-            off.append(f"num_workers={workers} (measured {rate:,.0f} +-{50 * spread:.0f}%, predicted {predicted:,.0f}, "
+            named = ", ".join([f"num_workers={workers}", *(f"{short_key(k)}={param_text(r.params.get(k))}"
+                                                            for k in others)])
+            off.append(f"{named} (measured {rate:,.0f} +-{50 * spread:.0f}%, predicted {predicted:,.0f}, "
                        f"{100 * (predicted / rate - 1):+.0f}%)")
     if not rows:
         return []
     model = model_of(runs[0])
     at = (f", the CPU limit taken at what {model.profile.cores:g} workers did together: x{model.efficiency:.2f} of "
           "their costs" if model is not None and model.efficiency < 1 else "")
+    labels = [(short_key(k), [param_text(r.params.get(k)) for r in ordered]) for k in others]
+    width = max([8, *(len(text) for _, texts in labels for text in texts)])
     lines = [f"Predicted against measured (samples/s; the prediction is the model's, from the stage costs{at}):",
-             "  " + "  ".join(f"{w:>8}" for w, _, _ in rows) + "  num_workers",
-             "  " + "  ".join(f"{m:>8,.0f}" for _, m, _ in rows) + "  measured",
-             "  " + "  ".join(f"{p:>8,.0f}" for _, _, p in rows) + "  predicted"]
+             "  " + "  ".join(f"{w:>{width}}" for w, _, _ in rows) + "  num_workers",
+             *("  " + "  ".join(f"{t:>{width}}" for t in texts) + f"  {name}" for name, texts in labels),
+             "  " + "  ".join(f"{m:>{width},.0f}" for _, m, _ in rows) + "  measured",
+             "  " + "  ".join(f"{p:>{width},.0f}" for _, _, p in rows) + "  predicted"]
     if refit and model is not None:
         again = model.with_machine(**refit)
-        lines.append("  " + "  ".join(f"{again.predict(w):>8,.0f}" for w, _, _ in rows)
+        lines.append("  " + "  ".join(f"{again.predict(w):>{width},.0f}" for w, _, _ in rows)
                      + f"  refitted (bench.predict: {refit_words(**refit)})")
     if off:
         lines.append(f"  The model and the measurements disagree by more than {100 * AGREE:.0f}% beyond half the "
@@ -181,11 +192,14 @@ def what_if_lines(model: CeilingModel, workers: int, values: list[int], measured
 
 def ceiling_sections(results: Sequence[RunResult], pick: Optional[RunResult] = None) -> list[str]:
     """The report's "why" block: one per stage profile."""
-    sections = []
-    for runs in by_profile(results):
+    sections, groups = [], by_profile(results)
+    axes = [k for k in varying_params([r for runs in groups for r in runs]) if k != NUM_WORKERS]
+    for runs in groups:
         here = pick if pick is not None and pick in runs else max(runs, key=lambda r: r.metrics[M.THROUGHPUT])
         model = model_of(here, runs)
-        lines = stage_table(runs)
+        which = ", ".join(f"{short_key(k)}={param_text(here.params.get(k))}" for k in axes
+                          if len({str(r.params.get(k)) for r in runs}) == 1) if len(groups) > 1 else ""
+        lines = stage_table(runs, which)
         if model is not None:
             values = sorted({r.params.get(NUM_WORKERS) or 0 for r in runs})
             refit = next((found for r in results if r.status is Status.PREDICTED and r.profile == here.profile
