@@ -172,3 +172,19 @@ def test_a_swept_config_group_is_one_axis_named_by_its_choice():
     assert "sampler._target_" not in table and "sequential" in table
     subsets = [run(2, "subset", 1000, 0.1), run(2, "subset", 1500, 0.5), run(2, "random", 2000)]
     assert "sampler.fraction" in varying_params(subsets)  # it varies within the subset choice: an axis
+
+
+def test_a_sweep_without_a_stage_profile_says_why_it_has_no_why():
+    """An iterable dataset's sweep (or bench.profile_s=0) ended with its table and not a word of the model."""
+    from loaderexp.report.ceiling import ceiling_sections
+    from loaderexp.result.ceiling import ceiling_figures
+
+    def unprofiled(profile_s: float) -> RunResult:
+        run = result(2, 1000)
+        run.params["bench.profile_s"] = profile_s
+        run.info.ceiling = ceiling_figures(run)[1].ceiling
+        return run
+
+    assert ceiling_sections([unprofiled(0)]) == [
+        "Why it is this fast: not modelled: no stage profile (bench.profile_s=0 leaves the profiling pass out)"]
+    assert "an iterable dataset's stages" in ceiling_sections([unprofiled(2.0)])[0]

@@ -193,6 +193,9 @@ def what_if_lines(model: CeilingModel, workers: int, values: list[int], measured
 def ceiling_sections(results: Sequence[RunResult], pick: Optional[RunResult] = None) -> list[str]:
     """The report's "why" block: one per stage profile."""
     sections, groups = [], by_profile(results)
+    if not groups:  # said, not left out: an iterable dataset's sweep ended with its table and no word of the "why"
+        reasons = sorted({r.info.ceiling for r in results if r.finished and r.info.ceiling})
+        return [f"Why it is this fast: {reason}" for reason in reasons]
     axes = [k for k in varying_params([r for runs in groups for r in runs]) if k != NUM_WORKERS]
     for runs in groups:
         here = pick if pick is not None and pick in runs else max(runs, key=lambda r: r.metrics[M.THROUGHPUT])

@@ -118,12 +118,19 @@ def about_this_run(failure: str) -> bool:
     return failure.startswith(THIS_RUN)
 
 
+def _no_profile(result: RunResult) -> str:
+    if result.params.get("bench.profile_s") == 0:
+        return "no stage profile (bench.profile_s=0 leaves the profiling pass out)"
+    return ("no stage profile: an iterable dataset's stages cannot be timed a sample at a time (it yields them in "
+            "its own order), or the profiling pass failed (the job's log says why)")
+
+
 def ceiling_figures(result: RunResult) -> tuple[dict[str, float], RunFacts]:
     """(metrics, info) of a finished run against the ceiling."""
     model = model_of(result)
     rate = result.metrics.get(M.THROUGHPUT)
     if model is None or not rate:
-        reason = ("no stage profile (bench.profile_s=0, or an iterable dataset)" if result.profile is None else
+        reason = (_no_profile(result) if result.profile is None else
                   f"backend={result.params.get(BACKEND)}: the ceiling model covers torch's DataLoader")
         return {}, RunFacts(ceiling=f"not modelled: {reason}")
     workers = result.params.get(NUM_WORKERS) or 0
