@@ -188,3 +188,19 @@ def test_a_sweep_without_a_stage_profile_says_why_it_has_no_why():
     assert ceiling_sections([unprofiled(0)]) == [
         "Why it is this fast: not modelled: no stage profile (bench.profile_s=0 leaves the profiling pass out)"]
     assert "an iterable dataset's stages" in ceiling_sections([unprofiled(2.0)])[0]
+
+
+def test_the_pick_is_named_by_every_axis_searched_even_where_only_one_value_ran_to_the_end():
+    """A search whose trials at batch 64 were all pruned: the pick is "batch_size=256, num_workers=2", as its
+    confirmation says, not "num_workers=2"."""
+    from loaderexp.result import metrics as M
+
+    def trial(workers: int, batch: int, rate: float, pruned: bool = False) -> RunResult:
+        run = result(workers, rate)
+        run.params["loader.batch_size"] = batch
+        if pruned:
+            run.metrics[M.PRUNED] = 1.0
+        return run
+
+    rec = recommend([trial(2, 256, 2000), trial(3, 256, 1990), trial(1, 64, 900, pruned=True)], tolerance=0.05)
+    assert rec.text.startswith("Recommendation: num_workers=2, batch_size=256: 2,000 samples/s")

@@ -65,7 +65,9 @@ def recommend(results: Sequence[RunResult], tolerance: float = TOLERANCE) -> Opt
     close = [r for r in finished if gap(r) <= max(tolerance, min(noise(r), NOISE_ALLOWANCE_CAP * tolerance))]
     chosen = min(close, key=lambda r: (r.params.get(NUM_WORKERS, 0), -rate(r)))
     within_noise = chosen is not best and gap(chosen) <= noise(chosen)
-    text = _text(chosen, best, finished, rate, gap(chosen), noise(chosen), tolerance, within_noise)
+    # named by every axis the sweep or search varied: a search whose trials at batch 64 were all pruned picked
+    # "num_workers=2" where its confirmation said "batch_size=256, num_workers=2"
+    text = _text(chosen, best, results, rate, gap(chosen), noise(chosen), tolerance, within_noise)
     text += _untold(chosen, close, finished, rate, tolerance)
     if figure is M.COLD:
         text += (f" (From the cold-cache figures: the dataset's {chosen.metrics.get(M.FILE_MB, 0):,.0f} MB of files "
@@ -89,10 +91,10 @@ def _ceiling_text(chosen: RunResult, finished: Sequence[RunResult]) -> str:
             f"binds; what would lift it: {bound.limit.lift}).")
 
 
-def _text(chosen: RunResult, best: RunResult, finished: Sequence[RunResult], rate, gap: float, noise: float,
+def _text(chosen: RunResult, best: RunResult, swept_over: Sequence[RunResult], rate, gap: float, noise: float,
           tolerance: float, within_noise: bool) -> str:
     ranks = chosen.ranks
-    swept = [k for k in varying_params(finished) if k != RANKS]
+    swept = [k for k in varying_params(swept_over) if k != RANKS]
     if ranks > 1 and X_AXIS not in swept:
         swept.insert(0, X_AXIS)  # "num_workers=N per rank" is the answer with ranks, swept or not
     settings = ", ".join(f"{short_key(k)}={param_text(chosen.params.get(k))}" for k in swept) or "the defaults"
