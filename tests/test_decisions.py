@@ -178,6 +178,11 @@ def test_the_confirmation_says_why_its_race_ended_and_keeps_it_in_its_record(tmp
                          pick={"loader.num_workers": 2}, seconds=9.6, ended=ENDED["futile"])
     assert "(interleaved windows on this host, 10 s; it ended when the rounds its budget still held were unlikely" \
         in shown.text(["loader.num_workers"], TOLERANCE)
+    shown.whole_epochs = True  # a short epoch's race times whole epochs, and says so (a record before it: windows)
+    again = Confirmation.from_dict(json.loads(json.dumps(shown.to_dict())))
+    assert "(interleaved whole epochs on this host, each with its workers' start" in again.text(["loader.num_workers"],
+                                                                                                 TOLERANCE)
+    assert Confirmation.from_dict(older).whole_epochs is False
 
 
 def _confirmed(monkeypatch, items, true_rate):

@@ -7,7 +7,7 @@ import torch
 
 from loaderexp.harness.delivery import DeliveryTracker
 from loaderexp.harness.loop import BudgetSpec, RunTimeout, run_repeat, run_windows
-from loaderexp.harness.paired import Side, interleaved
+from loaderexp.harness.paired import Side, interleaved, short_epoch
 from loaderexp.harness.records import spread
 from loaderexp.result.figures import classify
 
@@ -257,6 +257,43 @@ def test_a_side_by_side_window_opens_where_a_round_was_just_taken():
                       lambda batch, measured: clock.advance(0.05), round_size=2, depth=4) for _ in range(2)]
         rates = interleaved(sides, 4, window_s, clock, sleep=clock.advance, min_rounds=1).rates
         assert rates[0] == pytest.approx([2 * 4 / 0.26] * 4) and rates[1] == pytest.approx([2 * 4 / 0.26] * 4)
+
+
+class ShortEpochs:
+    """An epoch of ``batches``: its workers start (``startup``), then make ``per_s`` batches a second, at most
+    ``depth`` ahead of the loop."""
+
+    def __init__(self, clock: FakeClock, per_s: float, depth: int, startup: float, batches: int = 16):
+        self.clock, self.per_s, self.depth, self.startup, self.batches = clock, per_s, depth, startup, batches
+
+    def __len__(self) -> int:
+        return self.batches
+
+    def __iter__(self):
+        self.clock.advance(self.startup)
+        taken, ready = [], self.clock.now
+        for i in range(self.batches):
+            ready = max(ready, taken[i - self.depth] if i >= self.depth else 0.0) + 1 / self.per_s
+            self.clock.now = max(self.clock.now, ready)
+            taken.append(self.clock.now)
+            yield torch.zeros(4, 3)
+
+
+def test_a_side_by_side_race_over_short_epochs_times_whole_epochs_with_their_start():
+    """The JPEG folder: 16 batches an epoch. Windows that let go the banked batches and a round before them left
+    the epoch's start and tail untimed, and 4 workers (a costly start, a fast pace) read 20% over 2 where whole
+    epochs read 3% under. Here 4 workers make 100 batches/s after a 0.3 s start, 2 make 60 after 0.05 s: per
+    epoch, 2 are faster, and the race says so."""
+    clock = FakeClock()
+    four = Side(ShortEpochs(clock, 100, 8, 0.3), 8, lambda b: b, round_size=4, depth=8, epoch_batches=16)
+    two = Side(ShortEpochs(clock, 60, 4, 0.05), 4, lambda b: b, round_size=2, depth=4, epoch_batches=16)
+    assert short_epoch(four) and short_epoch(two)
+    rates = interleaved([four, two], 4, 0.25, clock, sleep=clock.advance).rates
+    assert rates[0] == pytest.approx([4 * 16 / (0.3 + 16 / 100)] * 4)  # 139 samples/s
+    assert rates[1] == pytest.approx([4 * 16 / (0.05 + 16 / 60)] * 4)  # 202 samples/s
+    long = Side(ShortEpochs(clock, 100, 8, 0.3, batches=10_000), 8, lambda b: b, round_size=4, depth=8,
+                epoch_batches=10_000)
+    assert not short_epoch(long)  # an epoch of many windows: windows of one stream, as before
 
 
 def test_a_side_by_side_stream_is_let_go_after_each_window_when_its_idle_workers_memory_is_needed():

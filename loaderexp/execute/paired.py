@@ -29,9 +29,10 @@ KEEP_MB = 1024  # idle sides' workers stay while at least this much memory (and 
 def side_of(spec: Config, dataset: Any) -> Side:
     loader, delivery = measured_loader(spec, dataset)
     consumer, idle = consumer_for(spec, resolve_device(spec.device.type))  # as the measured loop has it
-    budget = budget_from(spec.bench, spec.loader, length_of(loader))
+    length = length_of(loader)
+    budget = budget_from(spec.bench, spec.loader, length)
     return Side(loader, budget.warmup_batches, delivery.payload, None if idle else consumer, budget.round_size,
-                budget.depth)
+                budget.depth, epoch_batches=length)
 
 
 def compare(specs: list[Config], rounds: int, window_s: float, on_batch: Optional[OnBatch] = None,

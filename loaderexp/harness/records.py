@@ -298,3 +298,4 @@ class PairedRates:
     window_s: float
     rounds: int
     seconds: float = 0.0  # what comparing them took
+    whole_epochs: bool = False  # each window was a whole epoch (an epoch short against a window)

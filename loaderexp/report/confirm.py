@@ -80,16 +80,18 @@ class Confirmation:
     note: str = ""  # why it was not (fully) confirmed
     seconds: float = 0.0
     ended: str = ""  # why the (last) race ended, in words
+    whole_epochs: bool = False  # its windows were whole epochs, each with its workers' start (short epochs)
 
     def to_dict(self) -> dict[str, Any]:
         return {"comparisons": [c.to_dict() for c in self.comparisons], "pick": self.pick, "note": self.note,
-                "seconds": self.seconds, "ended": self.ended}
+                "seconds": self.seconds, "ended": self.ended, "whole_epochs": self.whole_epochs}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Confirmation":
         comparisons = [Comparison(c["base"], c["rival"], c["why"], Difference(**c["difference"]), c["accepted"])
                        for c in data.get("comparisons", [])]
-        return cls(comparisons, data.get("pick"), data.get("note", ""), data.get("seconds", 0.0), data.get("ended", ""))
+        return cls(comparisons, data.get("pick"), data.get("note", ""), data.get("seconds", 0.0), data.get("ended", ""),
+                   bool(data.get("whole_epochs", False)))
 
     def picked(self, results: Sequence[RunResult]) -> Optional[RunResult]:
         """The run of ``results`` the pick names (its params, inert ones left out on both sides); None without
@@ -125,7 +127,9 @@ class Confirmation:
         if not self.comparisons:
             return f"Not confirmed side by side: {self.note}" if self.note else ""
         ended = f"; it ended when {self.ended}" if self.ended else ""
-        lines = [f"Confirmed side by side (interleaved windows on this host, {self.seconds:.0f} s{ended}):"]
+        timed = ("whole epochs on this host, each with its workers' start: an epoch is short against a window;"
+                 if self.whole_epochs else "windows on this host,")
+        lines = [f"Confirmed side by side (interleaved {timed} {self.seconds:.0f} s{ended}):"]
         for c in self.comparisons:
             d = c.difference
             lines.append(f"  {setting_text(c.rival, keys)} ({c.why}) against {setting_text(c.base, keys)}: "

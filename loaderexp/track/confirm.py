@@ -87,6 +87,7 @@ def race(sides: Sequence[RunResult], folders: Sequence[Path], seconds: float, to
             racing = len(standing.alive)
             paired = compare_specs([specs[i] for i in standing.alive], PASS_ROUNDS, window_s)
             standing.add(paired.rates)
+            standing.whole_epochs |= paired.whole_epochs
             now = time.monotonic()
             why = standing.stop(now - started, now - begun, racing, seconds)
             if why in ("out of reach", "futile"):
@@ -135,10 +136,12 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
     started = time.monotonic()
     found: list[Comparison] = []
     raced: set[int] = set()
+    whole_epochs = False
     try:
         while True:
             standing = race(sides, [folder[id(r)] for r in sides], seconds, tolerance)
             raced.update(id(s) for s in sides)
+            whole_epochs |= standing.whole_epochs
             found = [c for c in found if all(c.rival != s.params for s in sides)] + standing.comparisons()
             pick, leader = sides[standing.pick], sides[standing.leader]
             # Runs with fewer workers than the pick that were never raced stand unless shown slower, wherever they
@@ -161,4 +164,4 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
     for comparison in found:  # only the last race's pick is the pick
         comparison.accepted = comparison.accepted and comparison.rival == pick.params
     return Confirmation(found, pick=pick.params, seconds=time.monotonic() - started,
-                        ended=ENDED.get(standing.ended, ""))
+                        ended=ENDED.get(standing.ended, ""), whole_epochs=whole_epochs)

@@ -47,6 +47,7 @@ class Race:
         self.differences: dict[int, tuple[int, Difference]] = {}  # side -> (the leader it was read against, it)
         self.leader = 0
         self.ended = ""  # why it ended: a key of ENDED, set by whoever ran it (:meth:`stop` says)
+        self.whole_epochs = False  # its windows were whole epochs (an epoch short against a window)
 
     def add(self, rates: Sequence[Sequence[float]]) -> None:
         """One pass's rates of the sides still in; then the leader, the differences, and who is out."""
