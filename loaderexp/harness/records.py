@@ -293,7 +293,6 @@ class NodeMeasurement:
 @dataclass
 class PairedRates:
     """Settings measured side by side (:mod:`.paired`): each one's samples/s, window by window."""
-
     rates: list[list[float]]
     window_s: float
     rounds: int
