@@ -672,6 +672,20 @@ def test_a_memory_forecast_never_has_a_worker_give_memory_back_and_says_how_far_
     assert rising.uncertainty == pytest.approx(26.667 * (1 + 2 * 4 / 2) / (1333.333 + 20 * 4), rel=1e-3)  # 9.4%
 
 
+def test_a_memory_forecast_without_workers_from_runs_with_them_lies_between_the_line_and_the_fewest_workers():
+    """The JPEG folder, bench.predict: PSS 754 MB at 1 worker, 842 at 2, 1,067 at 3; the line put 0 workers at 575
+    +-24%, where 0 workers held 767 (another sweep's, minutes before). Without workers the main process loads
+    itself: at least the line at 0, at most the fewest workers' level."""
+    from loaderexp.model.memory import forecast
+
+    alone = forecast({1: 754.0, 2: 842.0, 3: 1067.0}, 0)
+    assert alone.loads_itself and alone.measured_at == (1, 2, 3)
+    assert alone.mb * (1 - alone.uncertainty) == pytest.approx(574.67, rel=1e-3)  # the line at 0
+    assert alone.mb * (1 + alone.uncertainty) == pytest.approx(754 * 1.05)  # the fewest workers' level
+    assert alone.mb * (1 - alone.uncertainty) < 767 < alone.mb * (1 + alone.uncertainty)
+    assert not forecast({1: 754.0, 2: 842.0, 3: 1067.0}, 4).loads_itself
+
+
 class _Spin:
     """A transform operation that costs ``ms`` of CPU and nothing else."""
 

@@ -75,9 +75,12 @@ def forecast_notes(results: Sequence[RunResult], usable_mb: Optional[float]) -> 
            "so the line is taken flat, and its slope is known to no better than that" if made.fell_mb else
            "; the first worker's own cost is in that slope, so each later one adds between nothing and that: the "
            "forecast is the middle" if made.first_worker else "")
+    itself = next((f for f in forecasts.values() if f.loads_itself), None)
+    alone = (f"; without workers the main process loads itself: between the line at 0 and the fewest workers' level, "
+             f"{itself.mb:,.0f} MB +-{100 * itself.uncertainty:.0f}%" if itself else "")
     notes = [f"PSS MB in parentheses: a forecast, not measured: each worker adds about {made.per_worker_mb:,.0f} MB "
              f"(a line through the runs measured at num_workers={', '.join(map(str, made.measured_at))}{why}; "
-             f"{off})"]
+             f"{off}{alone})"]
     for r in results:
         f = forecasts.get(id(r))
         if f is not None and usable_mb and f.mb * (1 - f.uncertainty) > 0.9 * usable_mb:
