@@ -180,7 +180,7 @@ def test_the_confirmation_says_why_its_race_ended_and_keeps_it_in_its_record(tmp
         in shown.text(["loader.num_workers"], TOLERANCE)
     shown.whole_epochs = True  # a short epoch's race times whole epochs, and says so (a record before it: windows)
     again = Confirmation.from_dict(json.loads(json.dumps(shown.to_dict())))
-    assert "(interleaved whole epochs on this host, each with its workers' start" in again.text(["loader.num_workers"],
+    assert "(interleaved whole epochs on this host, each from its start to its end" in again.text(["loader.num_workers"],
                                                                                                  TOLERANCE)
     assert Confirmation.from_dict(older).whole_epochs is False
 

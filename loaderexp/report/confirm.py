@@ -80,7 +80,7 @@ class Confirmation:
     note: str = ""  # why it was not (fully) confirmed
     seconds: float = 0.0
     ended: str = ""  # why the (last) race ended, in words
-    whole_epochs: bool = False  # its windows were whole epochs, each with its workers' start (short epochs)
+    whole_epochs: bool = False  # its windows were whole epochs, each from its start to its end (short epochs)
 
     def to_dict(self) -> dict[str, Any]:
         return {"comparisons": [c.to_dict() for c in self.comparisons], "pick": self.pick, "note": self.note,
@@ -127,8 +127,8 @@ class Confirmation:
         if not self.comparisons:
             return f"Not confirmed side by side: {self.note}" if self.note else ""
         ended = f"; it ended when {self.ended}" if self.ended else ""
-        timed = ("whole epochs on this host, each with its workers' start: an epoch is short against a window;"
-                 if self.whole_epochs else "windows on this host,")
+        timed = ("whole epochs on this host, each from its start to its end, as training pays it: an epoch is short "
+                 "against a window;" if self.whole_epochs else "windows on this host,")
         lines = [f"Confirmed side by side (interleaved {timed} {self.seconds:.0f} s{ended}):"]
         for c in self.comparisons:
             d = c.difference
