@@ -915,3 +915,18 @@ def test_stages_that_do_not_add_up_to_the_loop_say_how_far_off_they_may_be():
     assert "part by 18%: a stage's cost may be that far off" in table(total / 1.18)
     assert "part by" not in table(total / 1.05)
     assert "part by 20%" in table(total / 0.8)
+
+
+def test_a_backend_the_model_does_not_cover_shares_the_profile_not_the_ceiling():
+    """backend=dataloader,nodes_process,spdl on the JPEG folder: the three runs share the stage profile, and the
+    table put spdl at 77% of the DataLoader's ceiling, the bound resting on the least CPU any of them used."""
+    from loaderexp.report.ceiling import by_profile
+    from loaderexp.result.ceiling import least_cpu_per_sample
+
+    def run(backend: str, cpu_ms: float) -> RunResult:
+        return RunResult(Status.FINISHED, {NUM_WORKERS: 2, "backend.name": backend},
+                         {M.THROUGHPUT: 900.0, M.CPU_PER_SAMPLE: cpu_ms}, profile=profile())
+
+    runs = [run("dataloader", 1.8), run("nodes_process", 1.5), run("spdl", 1.2)]
+    assert by_profile(runs) == [runs[:1]]
+    assert least_cpu_per_sample(runs) == pytest.approx(0.0018)

@@ -16,14 +16,15 @@ from loaderexp.report.busy import PACE_MOVED, run_pace
 from loaderexp.report.params import short_key, varying_params
 from loaderexp.result import NUM_WORKERS, RunResult, Status, param_text
 from loaderexp.result import metrics as M
-from loaderexp.result.ceiling import model_of, refit_of, refit_words
+from loaderexp.result.ceiling import model_of, modelled, refit_of, refit_words
 
 
 def by_profile(results: Sequence[RunResult]) -> list[list[RunResult]]:
-    """The finished runs grouped by the stage profile they were modelled from (their dataset, transform, batch)."""
+    """The finished runs grouped by the stage profile they were modelled from (their dataset, transform, batch); a
+    backend the model does not cover shares the profile, not the model (backend=spdl read 77% of the ceiling)."""
     groups: dict[str, list[RunResult]] = {}
     for r in results:
-        if r.finished and r.profile and not r.metrics.get(M.PRUNED):
+        if r.finished and r.profile and not r.metrics.get(M.PRUNED) and modelled(r):
             groups.setdefault(json.dumps(r.profile.to_dict(), sort_keys=True), []).append(r)
     return list(groups.values())
 

@@ -36,9 +36,11 @@ def machine_of(result: RunResult, profile: StageProfile, alongside: Sequence[Run
 
 
 def _cpu_costs(runs: Sequence[RunResult]) -> list[float]:
-    """The CPU per sample (seconds) of the runs with workers, their whole process trees."""
+    """The CPU per sample (seconds) of the runs with workers, their whole process trees: DataLoader's only (another
+    backend's threads or nodes cost what the model does not describe)."""
     return [r.metrics[M.CPU_PER_SAMPLE] / 1000 for r in runs
-            if r.finished and (r.params.get(NUM_WORKERS) or 0) > 0 and r.metrics.get(M.CPU_PER_SAMPLE)]
+            if r.finished and (r.params.get(NUM_WORKERS) or 0) > 0 and r.metrics.get(M.CPU_PER_SAMPLE)
+            and modelled(r)]
 
 
 def least_cpu_per_sample(runs: Sequence[RunResult]) -> Optional[float]:
@@ -55,11 +57,15 @@ def cpu_spread_of_repeats(runs: Sequence[RunResult]) -> float:
     return max([*spreads, *merged], default=0.0)
 
 
+def modelled(result: RunResult) -> bool:
+    return result.params.get(BACKEND, "dataloader") in MODELLED_BACKENDS
+
+
 def model_of(result: RunResult, alongside: Sequence[RunResult] = ()) -> Optional[CeilingModel]:
     """The ceiling model for this run's setting, or None (no profile, or a backend it does not cover); the runs
     ``alongside`` it (its sweep's, on the same profile) tell what a sample really cost."""
     profile = result.profile
-    if profile is None or result.params.get(BACKEND, "dataloader") not in MODELLED_BACKENDS:
+    if profile is None or not modelled(result):
         return None
     return CeilingModel(profile, machine_of(result, profile, alongside))
 
