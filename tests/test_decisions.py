@@ -386,3 +386,24 @@ def test_a_pick_that_another_knob_cannot_be_told_from_says_that_knob_is_not_a_me
     for r, persistent in zip(apart, (True, False)):
         r.params["loader.persistent_workers"] = persistent
     assert "cannot tell" not in recommend(apart).text
+
+
+def test_a_race_whose_first_pass_of_whole_epochs_would_outlast_its_bound_is_not_run(monkeypatch, tmp_path):
+    """5,000 video clips an epoch at batch 64 (79 batches), 4 minutes an epoch: a race of whole epochs would pass its
+    45 s bound forty times over before its first look. The pick stands unraced, and the note says what would race it."""
+    def clips(workers: int, rate: float, epoch_s: float):
+        run = _run(workers, rate)
+        run.params["loader.batch_size"] = 64
+        run.metrics["epoch_time_est_s"] = epoch_s
+        run.info.dataset_length = 5000
+        return run
+
+    items = [(tmp_path / str(w), clips(w, rate, 5000 / rate)) for w, rate in ((8, 20.0), (16, 21.0))]
+    raced, confirmation = _confirmed(monkeypatch, items, {8: 20.0, 16: 21.0})
+    assert raced == [] and confirmation.pick == {"loader.num_workers": 8, "loader.batch_size": 64}
+    assert "would take about 1952 s, past its bound of 3x bench.confirm_s (45 s)" in confirmation.note
+    long_epochs = [(p, r) for p, r in items]
+    for _, r in long_epochs:
+        r.info.dataset_length = 500_000  # 7,813 batches an epoch: windows, not epochs
+    raced, _ = _confirmed(monkeypatch, long_epochs, {8: 20.0, 16: 21.0})
+    assert raced == [[8, 16]]

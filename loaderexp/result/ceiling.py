@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 
 from loaderexp.harness.stages import StageProfile
 from loaderexp.model import CeilingModel, Machine
-from loaderexp.result import BACKEND, BATCH_SIZE, NUM_WORKERS, PIN_MEMORY, RunResult
+from loaderexp.result import BACKEND, BATCH_SIZE, NUM_WORKERS, PIN_MEMORY, PROFILE_S, RunResult
 from loaderexp.result import metrics as M
 from loaderexp.result.facts import RunFacts
 from loaderexp.result.repeats import repeat_groups
@@ -125,7 +125,7 @@ def about_this_run(failure: str) -> bool:
 
 
 def _no_profile(result: RunResult) -> str:
-    if result.params.get("bench.profile_s") == 0:
+    if result.params.get(PROFILE_S) == 0:
         return "no stage profile (bench.profile_s=0 leaves the profiling pass out)"
     return ("no stage profile: an iterable dataset's stages cannot be timed a sample at a time (it yields them in "
             "its own order), or the profiling pass failed (the job's log says why)")
