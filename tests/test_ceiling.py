@@ -332,6 +332,13 @@ def test_one_process_on_one_core_is_lifted_by_the_cores_at_which_workers_pass_it
     assert quota.ceiling().name == "one process"
     assert "more cores" in quota.ceiling().lift and "from about 1.1 usable cores" in quota.ceiling().lift
     assert "1 usable core /" in next(limit.how for limit in quota.limits() if limit.name == "CPU")
+    # more cores lift the workers' CPU limit, not the main process's: where that too holds them under one process,
+    # it is what must change
+    held = CeilingModel(profile(single_cpu_s=0.0001, single_wall_s=0.0001, main_cpu_s_per_batch=0.002),
+                        Machine(cores=4, batch_size=10))  # one process 10,000; CPU 3,077; main process 5,000
+    assert held.ceiling().name == "one process"
+    assert held.ceiling().lift.startswith("workers, once larger batches") and "main process holds them at 5,000" \
+        in held.ceiling().lift
 
 
 def test_a_grid_is_cut_short_only_where_the_measurements_agree_with_the_model():

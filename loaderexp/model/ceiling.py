@@ -186,19 +186,24 @@ class CeilingModel:
         alone = self.one_process()
         if alone.rate <= workers.rate:
             return workers
-        return dataclasses.replace(alone, lift=self._past_one_process(workers))
+        return dataclasses.replace(alone, lift=self._past_one_process(measured, alone.rate))
 
-    def _past_one_process(self, workers: Limit) -> str:
-        """What lifts loading past one process: workers, once the limit that holds them rises above it.  Inside a
+    def _past_one_process(self, measured: list[Limit], alone: float) -> str:
+        """What lifts loading past one process: workers, once every limit that holds them rises above it.  Inside a
         1-core CPU quota the CIFAR-10 pipeline's workers cost 0.108 ms CPU a sample against 0.080 without them, so
-        one process binds there; at about 1.3 cores they pass it (the host's 2 cores picked 2 workers)."""
-        if workers.name != "CPU":
-            return (f"workers, once {workers.lift} ({workers.name} holds them at {workers.rate:,.0f} samples/s; "
+        one process binds there; at about 1.3 cores they pass it (the host's 2 cores picked 2 workers).  Where the
+        main process (or another limit cores do not move) holds the workers below one process, more cores cannot."""
+        fixed = [limit for limit in measured if limit.name != "CPU" and limit.rate < alone]
+        if fixed:
+            holds = min(fixed, key=lambda limit: limit.rate)
+            return (f"workers, once {holds.lift} ({holds.name} holds them at {holds.rate:,.0f} samples/s; "
                     "passing batches between processes costs more than it saves until then)")
-        with_workers = self.machine.cores / workers.rate  # CPU seconds a sample, the whole tree
-        return (f"more cores: workers pay {1000 * with_workers:.3f} ms CPU a sample against "
-                f"{1000 * self.single_cpu_s:.3f} ms in one process (passing batches between processes), so they "
-                f"pass it from about {with_workers / self.single_cpu_s:.1f} usable cores")
+        with_workers = self.machine.cores / next(limit.rate for limit in measured if limit.name == "CPU")
+        # one process's own rate, or a whole core's where a quota held it to part of one
+        single = max(alone, 1.0 / self.single_cpu_s)
+        return (f"more cores: workers pay {1000 * with_workers:.4f} ms CPU a sample against "
+                f"{1000 * self.single_cpu_s:.4f} ms in one process (passing batches between processes), so they "
+                f"pass it from about {with_workers * single:.1f} usable cores")
 
     def uncertainty(self) -> float:
         """How far the binding limit may be off, at least the least (:data:`LIGHTER_UNCERTAINTY` without a stage):
