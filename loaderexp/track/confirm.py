@@ -37,7 +37,7 @@ from loaderexp.report import recommend
 from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import (Comparison, Confirmation, fastest_rival, fewer_workers_rival,
                                       more_workers_rival)
-from loaderexp.result import BATCH_SIZE, PREFETCH_FACTOR, TOLERANCE, RunFacts, RunResult
+from loaderexp.result import BATCH_SIZE, BUDGET, PREFETCH_FACTOR, TOLERANCE, RunFacts, RunResult
 from loaderexp.result import metrics as M
 from loaderexp.track.race_rules import ENDED, EXTEND, PASS_ROUNDS, Race
 
@@ -72,7 +72,7 @@ def _short_epoch(run: RunResult) -> bool:
         return False
     batches = -(-length // batch)
     busy = min(run.workers, batches)
-    depth = 0 if run.params.get("bench.budget") == "epochs" else min(busy * (run.params.get(PREFETCH_FACTOR) or 2),
+    depth = 0 if run.params.get(BUDGET) == "epochs" else min(busy * (run.params.get(PREFETCH_FACTOR) or 2),
                                                                       batches)
     return batches < SHORT_EPOCH * (depth + WINDOW_ROUNDS * max(busy, 1))
 
