@@ -155,7 +155,7 @@ def confirm_pick(items: Sequence[tuple[Path, RunResult]], seconds: float,
             r.metrics.get(M.PRUNED) for r in results) else ""
         return Confirmation(pick=chosen.result.params, note=f"no rival to race: no faster run, none with fewer or "
                                                             f"more workers otherwise the same{pruned}")
-    if first_pass_s(sides) > EXTEND * seconds:  # a few clips an epoch, each a second: a pass of hours is no check
+    if first_pass_s(sides) > EXTEND * seconds:  # a short epoch of minutes: a first pass of half an hour checks nothing
         return Confirmation(pick=chosen.result.params, note=(
             f"a pass of the race, four whole epochs of each of {len(sides)} settings (an epoch is short against a "
             f"window), would take about {first_pass_s(sides):.0f} s, past its bound of {EXTEND}x bench.confirm_s "
