@@ -73,7 +73,7 @@ class StageProfile:
     notes: list[str] = field(default_factory=list)
     all_cores_rates: list[float] = field(default_factory=list)  # samples/s over each third of the all-cores loop
     worker_cpu_spread: float = 0.0  # the one-worker loop's two halves' CPU per sample apart (relative)
-    single_spread: float = 0.0  # the loop without workers: its batches' walls, IQR / median
+    single_spread: float = 0.0  # the loop without workers: how far its halves' typical batches lie apart
     single_batch: Optional[int] = None  # ... its batch: the run's where a few fit its share of the budget, else smaller
     lighter: list[Lighter] = field(default_factory=list)  # the costliest operations, each left out and measured
     reference_ms: Optional[float] = None  # the host's pace around the pass: its quicker reading (harness.host_pace)

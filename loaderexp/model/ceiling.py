@@ -208,7 +208,7 @@ class CeilingModel:
     def uncertainty(self) -> float:
         """How far the binding limit may be off, at least the least (:data:`LIGHTER_UNCERTAINTY` without a stage):
         where runs' CPU per sample pins the CPU limit, how far repeats of one configuration read it apart; else twice
-        how far the one-worker loop's halves (or without workers, its batches: IQR / median) were apart."""
+        how far the one-worker loop's halves (or without workers, that loop's halves) were apart."""
         binding = self.ceiling().name
         least = LIGHTER_UNCERTAINTY if self.lighter is not None else MIN_UNCERTAINTY
         if binding == "one process":
