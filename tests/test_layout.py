@@ -50,7 +50,8 @@ def modules() -> dict[str, Path]:
 
 # harness modules that import no torch: the stages before it (config, result, model) may read them.
 TORCH_FREE = {"loaderexp.harness.records", "loaderexp.harness.stages", "loaderexp.harness.memory",
-              "loaderexp.harness.batches", "loaderexp.harness.cgroup", "loaderexp.harness.host_load"}
+              "loaderexp.harness.batches", "loaderexp.harness.cgroup", "loaderexp.harness.host_load",
+              "loaderexp.harness.budget"}
 DYNAMIC = ("import_module", "__import__")  # importlib.import_module(name), __import__(name)
 
 

@@ -29,7 +29,7 @@ from loaderexp.loading.base import LoadingStack
 from loaderexp.loading.registry import loading_stack
 from loaderexp.harness.cgroup import usable_memory_mb
 from loaderexp.harness.delivery import DeliveryTracker
-from loaderexp.harness.budget import whole_rounds
+from loaderexp.harness.budget import round_and_depth, whole_rounds
 from loaderexp.harness.memory import EpochMemory
 from loaderexp.harness.records import Budget, BudgetSpec, LoaderFacts, Measurement
 from loaderexp.harness.repeats import RepeatPlan, repeat_until_precise
@@ -86,16 +86,11 @@ def budget_from(bench: BenchConfig, loader: LoaderConfig, batches_per_epoch: Opt
     warm-up stays as configured.
     """
     mode = bench.budget
-    warmup = bench.warmup_batches
-    busy = min(loader.num_workers, batches_per_epoch) if batches_per_epoch else loader.num_workers
-    depth = 0
-    if mode is not Budget.epochs:
-        depth = busy * (loader.prefetch_factor or 2)
-        depth = min(depth, batches_per_epoch) if batches_per_epoch else depth
-        warmup = max(warmup, depth)
-    return BudgetSpec(mode=mode, warmup_batches=warmup, batches=bench.batches, epochs=bench.epochs,
-                      seconds=bench.seconds, max_seconds=bench.max_run_seconds,
-                      round_size=max(busy, 1), min_seconds=bench.min_window_s, depth=depth)
+    round_size, depth = round_and_depth(loader.num_workers, loader.prefetch_factor, batches_per_epoch,
+                                        whole_epochs=mode is Budget.epochs)
+    return BudgetSpec(mode=mode, warmup_batches=max(bench.warmup_batches, depth), batches=bench.batches,
+                      epochs=bench.epochs, seconds=bench.seconds, max_seconds=bench.max_run_seconds,
+                      round_size=round_size, min_seconds=bench.min_window_s, depth=depth)
 
 
 def repeat_range(bench: BenchConfig) -> tuple[int, int]:

@@ -20,10 +20,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+from loaderexp.harness.budget import MIN_ROUNDS, epoch_is_short
 from loaderexp.harness.records import PairedRates
 from loaderexp.harness.transfer import batch_size_and_bytes
-
-MIN_ROUNDS = 4  # a window holds at least this many rounds of its workers, however long it takes
 
 
 @dataclass
@@ -40,16 +39,9 @@ class Side:
     epoch_batches: Optional[int] = None  # an epoch's batches, where the loader knows them
 
 
-SHORT_EPOCH = 4  # an epoch under this many windows' worth of batches (with their unmeasured ones) is timed whole
-
-
 def short_epoch(side: Side, min_rounds: int = MIN_ROUNDS) -> bool:
-    """Whether the side's windows would take most of an epoch: a window lets go the banked batches and a round
-    before it, so the epoch's restart (its workers' start) and its tail fall in what is not timed.  The JPEG folder
-    (16 batches an epoch), 4 against 2 workers on 2 cores, read +20% (95% CI +13% .. +27%) in such windows, where
-    whole epochs, interleaved, read -3%."""
-    unmeasured_and_least = side.depth + (1 + min_rounds) * side.round_size
-    return side.epoch_batches is not None and side.epoch_batches < SHORT_EPOCH * unmeasured_and_least
+    """Whether the side's epoch is short against its windows (:func:`loaderexp.harness.budget.epoch_is_short`)."""
+    return epoch_is_short(side.epoch_batches, side.depth, side.round_size, min_rounds)
 
 
 def _start(side: Side) -> None:
@@ -99,14 +91,9 @@ def _window(side: Side, window_s: float, clock: Callable[[], float], beat: Calla
                 continue
             side.stream = None  # the epoch ended inside the window: it is what it timed; the next starts anew
             break
-        payload = side.payload(batch)
-        if side.consume is not None:
-            side.consume(payload, True)
-        samples += batch_size_and_bytes(payload)[0]
+        samples += _timed(side, batch, beat)
         batches += 1
-        beat()
-    spent = clock() - start
-    return (samples / spent if spent > 0 else 0.0), (spent / batches if batches else 0.0)
+    return _rates(samples, batches, clock() - start)
 
 
 def _whole_epoch(side: Side, clock: Callable[[], float], beat: Callable[[], None]) -> tuple[float, float]:
@@ -114,13 +101,22 @@ def _whole_epoch(side: Side, clock: Callable[[], float], beat: Callable[[], None
     each epoch (persistent workers are kept by the loader itself); its workers end with it."""
     samples, batches, start = 0, 0, clock()
     for batch in side.loader:
-        payload = side.payload(batch)
-        if side.consume is not None:
-            side.consume(payload, True)
-        samples += batch_size_and_bytes(payload)[0]
+        samples += _timed(side, batch, beat)
         batches += 1
-        beat()
-    spent = clock() - start
+    return _rates(samples, batches, clock() - start)
+
+
+def _timed(side: Side, batch: Any, beat: Callable[[], None]) -> int:
+    """A measured batch: stepped as the measured loop steps it; its samples."""
+    payload = side.payload(batch)
+    if side.consume is not None:
+        side.consume(payload, True)
+    beat()
+    return batch_size_and_bytes(payload)[0]
+
+
+def _rates(samples: int, batches: int, spent: float) -> tuple[float, float]:
+    """Samples/s, and seconds a batch (0 where none was timed)."""
     return (samples / spent if spent > 0 else 0.0), (spent / batches if batches else 0.0)
 
 

@@ -201,8 +201,9 @@ def ceiling_sections(results: Sequence[RunResult], pick: Optional[RunResult] = N
     for runs in groups:
         here = pick if pick is not None and pick in runs else max(runs, key=lambda r: r.metrics[M.THROUGHPUT])
         model = model_of(here, runs)
+        inside = varying_params(runs)
         which = ", ".join(f"{short_key(k)}={param_text(here.params.get(k))}" for k in axes
-                          if len({str(r.params.get(k)) for r in runs}) == 1) if len(groups) > 1 else ""
+                          if k not in inside) if len(groups) > 1 else ""
         lines = stage_table(runs, which)
         if model is not None:
             values = sorted({r.params.get(NUM_WORKERS) or 0 for r in runs})

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Sequence
 
+from loaderexp.harness.budget import epoch_is_short, round_and_depth
+from loaderexp.result import BATCH_SIZE, BUDGET, PREFETCH_FACTOR, RunResult
+
 # Two-sided 95% quantiles of Student's t by degrees of freedom (1..30); beyond, the normal's.
 T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
@@ -116,3 +119,15 @@ def runs_difference(base: Sequence[float], other: Sequence[float]) -> Difference
     spread = math.sqrt(squares / degrees) * math.sqrt(1 / len(logs_b) + 1 / len(logs_o))
     half = t95(degrees) * spread
     return Difference(mean, math.exp(mean_o - mean_b - half) - 1, math.exp(mean_o - mean_b + half) - 1, len(logs_o))
+
+
+def raced_whole(run: RunResult) -> bool:
+    """Whether a race times this run's setting in whole epochs, read from its record as the measuring process
+    decides it (:func:`loaderexp.harness.paired.short_epoch`): the app never imports torch."""
+    length = run.info.dataset_length
+    if not length:
+        return False
+    batches = -(-length // (run.params.get(BATCH_SIZE) or 1))
+    round_size, depth = round_and_depth(run.workers, run.params.get(PREFETCH_FACTOR), batches,
+                                        whole_epochs=run.params.get(BUDGET) == "epochs")
+    return epoch_is_short(batches, depth, round_size)

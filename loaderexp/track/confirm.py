@@ -37,8 +37,9 @@ from loaderexp.report import recommend
 from loaderexp.report.configurations import as_configurations
 from loaderexp.report.confirm import (Comparison, Confirmation, fastest_rival, fewer_workers_rival,
                                       more_workers_rival)
-from loaderexp.result import BATCH_SIZE, BUDGET, PREFETCH_FACTOR, TOLERANCE, RunFacts, RunResult
+from loaderexp.result import TOLERANCE, RunFacts, RunResult
 from loaderexp.result import metrics as M
+from loaderexp.result.paired import raced_whole
 from loaderexp.track.race_rules import ENDED, EXTEND, PASS_ROUNDS, Race
 
 log = logging.getLogger("loaderexp")
@@ -61,26 +62,10 @@ def contenders(pick: RunResult, finished: Sequence[RunResult], best: RunResult) 
     return sides + fewer_workers(pick, finished, MAX_SIDES - len(sides))
 
 
-# What loaderexp.harness.paired.short_epoch decides in the measuring process, read here from the runs (the app never
-# imports torch): an epoch under 4 windows' worth of batches (the banked ones, a round, four rounds) is raced whole.
-SHORT_EPOCH, WINDOW_ROUNDS = 4, 5
-
-
-def _short_epoch(run: RunResult) -> bool:
-    length, batch = run.info.dataset_length, run.params.get(BATCH_SIZE) or 1
-    if not length:
-        return False
-    batches = -(-length // batch)
-    busy = min(run.workers, batches)
-    depth = 0 if run.params.get(BUDGET) == "epochs" else min(busy * (run.params.get(PREFETCH_FACTOR) or 2),
-                                                                      batches)
-    return batches < SHORT_EPOCH * (depth + WINDOW_ROUNDS * max(busy, 1))
-
-
 def first_pass_s(sides: Sequence[RunResult]) -> float:
     """The least the race's first pass takes: four windows of each side, or four whole epochs of each where an epoch
     is short against a window (a JPEG folder of 16 batches an epoch: 2 s an epoch)."""
-    if not any(_short_epoch(r) for r in sides):
+    if not any(raced_whole(r) for r in sides):
         return PASS_ROUNDS * len(sides) * FIRST_WINDOW_S
     return PASS_ROUNDS * sum(r.metrics.get(M.EPOCH) or r.metrics.get(M.EPOCH_ESTIMATE) or FIRST_WINDOW_S for r in sides)
 
