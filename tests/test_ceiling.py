@@ -98,6 +98,20 @@ def test_ranks_sharing_the_node_may_run_without_workers_though_the_sweep_did_not
     assert "num_workers=0 each" in two.how and two.at_workers_after > measured
     assert two.at_workers_after <= two.ceiling_after * 1.0001
 
+def test_ranks_without_workers_load_on_one_thread_each_as_torchrun_sets_them():
+    """The job's loop without workers ran torch's pool (0.7 ms a sample, two threads on a large image); a rank runs
+    one thread (OMP_NUM_THREADS=1), as the profile's first loop did (1 ms): 2 ranks on 8 cores do 2,000 samples/s,
+    not 2,857, and the limit says it is the ranks' processes, not one process."""
+    model = CeilingModel(profile(single_wall_s=0.0007, single_wall_one_thread_s=0.001), Machine(cores=8, batch_size=10))
+    assert model.predict(0) == pytest.approx(1 / 0.0007)  # one rank: the job's own threads, as its run loads
+    two = model.with_machine(ranks=2)
+    assert two.predict(0) == pytest.approx(2 / 0.001)
+    assert "each of 2 ranks loads in its own process, on one thread" in two.one_process().how
+    assert "one process did" in model.one_process().how
+    older = CeilingModel(profile(single_wall_s=0.0007), Machine(cores=8, batch_size=10, ranks=2))
+    assert older.predict(0) == pytest.approx(2 / 0.0007)  # a profile recorded before: its one loop
+
+
 def test_a_what_if_is_at_most_its_own_ceiling():
     """The runs used less CPU a sample than the profile read (its moment was slower), so the measured rate is x2.2
     the model's; 8 ranks sharing the cores at no workers each, that ratio on the measured rate would pass the ranks'
@@ -937,3 +951,22 @@ def test_a_backend_the_model_does_not_cover_shares_the_profile_not_the_ceiling()
     runs = [run("dataloader", 1.8), run("nodes_process", 1.5), run("spdl", 1.2)]
     assert by_profile(runs) == [runs[:1]]
     assert least_cpu_per_sample(runs) == pytest.approx(0.0018)
+
+
+def test_the_why_of_a_sweep_over_backends_says_whose_limits_they_are():
+    """backend=dataloader,nodes_thread,nodes_process,spdl on CIFAR-10: the section's limits were DataLoader's, unnamed,
+    and nodes_process at 4 workers did 16,198 samples/s beside "the ceiling: at most 14,525" without a word."""
+    from loaderexp.report.ceiling import ceiling_sections
+
+    def run(backend: str, workers: int, rate: float) -> RunResult:
+        return RunResult(Status.FINISHED, {NUM_WORKERS: workers, "backend.name": backend},
+                         {M.THROUGHPUT: rate, M.CPU_PER_SAMPLE: 1.15}, profile=profile())
+
+    ours = [run("dataloader", 2, 1800.0), run("dataloader", 4, 3300.0)]
+    text = "\n".join(ceiling_sections([*ours, run("nodes_process", 4, 4000.0), run("spdl", 2, 1000.0)]))
+    assert text.startswith("Where the time goes (backend=dataloader; test;")
+    assert "backend=nodes_process, spdl are not modelled" in text
+    high = 4 / 0.00115 * 1.05  # the CPU limit from the runs' CPU a sample, +-5%
+    assert f"backend=nodes_process, num_workers=4 did 4,000 samples/s, {100 * (4000 / high - 1):.0f}% past them" in text
+    alone = "\n".join(ceiling_sections(ours))
+    assert "backend=" not in alone and "not modelled" not in alone

@@ -207,7 +207,7 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
             per_sample = sum(s.wall_s for s in stages)
             # The stages' check, on one thread as they were timed; then the wall of a loop without workers as
             # it runs, on the process's own threads (CPU there also counts the threads' spinning).
-            single_cpu, _, _, single_batch = single_process(dataset, checked, batch_size, collate_fn, per_sample,
+            single_cpu, one_thread_wall, _, single_batch = single_process(dataset, checked, batch_size, collate_fn, per_sample,
                                                             0.07 * budget_s, FULL_BATCH_SHARE * budget_s)
             torch.set_num_threads(states[2])
             _, single_wall, single_spread, _ = single_process(dataset, checked, batch_size, collate_fn, per_sample,
@@ -231,5 +231,5 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
                         worker_basis=worker.basis, all_cores_rate=statistics.median(rates) if rates else None,
                         pin_s_per_batch=pin, cores=cores, seconds=time.perf_counter() - started,
                         all_cores_rates=rates, worker_cpu_spread=worker.spread, single_spread=single_spread,
-                        single_batch=single_batch,
+                        single_batch=single_batch, single_wall_one_thread_s=one_thread_wall,
                         lighter=lighter)

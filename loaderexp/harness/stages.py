@@ -75,6 +75,7 @@ class StageProfile:
     worker_cpu_spread: float = 0.0  # the one-worker loop's two halves' CPU per sample apart (relative)
     single_spread: float = 0.0  # the loop without workers: how far its halves' typical batches lie apart
     single_batch: Optional[int] = None  # ... its batch: the run's where a few fit its share of the budget, else smaller
+    single_wall_one_thread_s: Optional[float] = None  # ... on one thread, as a rank's process runs (OMP_NUM_THREADS=1)
     lighter: list[Lighter] = field(default_factory=list)  # the costliest operations, each left out and measured
     reference_ms: Optional[float] = None  # the host's pace around the pass: its quicker reading (harness.host_pace)
 

@@ -58,6 +58,8 @@ class CeilingModel:
         self.worker_wall_s = max(profile.worker_wall_s - removed_wall, 1e-12)
         self.single_wall_s = max(profile.single_wall_s - removed_wall, 1e-12)
         self.single_cpu_s = max(profile.single_cpu_s - removed_cpu, 1e-12)
+        # a rank's own process runs torch on one thread (torchrun's OMP_NUM_THREADS=1), the loop above on the job's
+        self.rank_wall_s = max((profile.single_wall_one_thread_s or profile.single_wall_s) - removed_wall, 1e-12)
         self.receive_s = profile.main_cpu_s_per_batch or 0.0
         self.step_cpu_s = (machine.step_cpu_s_per_batch or 0.0) / max(machine.batch_size, 1)  # a sample's share
         seen = machine.cpu_s_per_sample_seen
@@ -66,6 +68,7 @@ class CeilingModel:
         if self.lighter is not None:  # the pipeline without the stage was measured: its own loops, not a subtraction
             self.worker_cpu_s, self.worker_wall_s = self.lighter.worker_cpu_s, self.lighter.worker_wall_s
             self.single_wall_s, self.receive_s = self.lighter.single_wall_s, self.lighter.main_cpu_s_per_batch
+            self.rank_wall_s = self.single_wall_s
         self.efficiency = self._efficiency()
         self.cores = machine.cores * self.efficiency  # what the usable cores really do together: for predictions
 
@@ -173,9 +176,12 @@ class CeilingModel:
 
     def one_process(self) -> Limit:
         """Loading without workers: one process fetches, transforms, collates (and copies and steps) in turn."""
-        rate = self.predict(0)
-        return Limit("one process", rate, f"without workers one process did {rate:,.0f} samples/s in the profile's "
-                     f"DataLoader(num_workers=0) loop ({1000 * self.single_wall_s:.4f} ms a sample)",
+        rate, ranks = self.predict(0), self.machine.ranks
+        how = (f"without workers one process did {rate:,.0f} samples/s in the profile's DataLoader(num_workers=0) "
+               f"loop ({1000 * self.single_wall_s:.4f} ms a sample)") if ranks == 1 else (
+            f"without workers each of {ranks} ranks loads in its own process, on one thread as the profile's "
+            f"DataLoader(num_workers=0) loop did ({1000 * self.rank_wall_s:.4f} ms a sample), the cores shared")
+        return Limit("one process", rate, how,
                      "nothing: workers would cost more in passing batches between processes than they save here "
                      "(a heavier transform, or larger samples, would change that)")
 
@@ -280,7 +286,7 @@ class CeilingModel:
         m, batch = self.machine, max(self.machine.batch_size, 1)
         serial = self._serial_s_per_batch(workers)
         if workers <= 0:  # one process does everything in turn: no batch passes between processes
-            per_rank = 1.0 / (self.single_wall_s + serial / batch)
+            per_rank = 1.0 / ((self.rank_wall_s if m.ranks > 1 else self.single_wall_s) + serial / batch)
             storage = [limit.rate for limit in self.limits() if limit.name == "storage" and limit.rate and limit.applies]
             return m.moment * min([m.ranks * per_rank, self.cores / (self.single_cpu_s + self.step_cpu_s), *storage])
         bounds = [m.ranks * workers / self.worker_wall_s, *self._bounds_with_workers(),

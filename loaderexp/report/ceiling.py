@@ -14,7 +14,7 @@ from loaderexp.model.knee import AGREE, misses
 from loaderexp.model.whatif import what_ifs
 from loaderexp.report.busy import PACE_MOVED, run_pace
 from loaderexp.report.params import short_key, varying_params
-from loaderexp.result import NUM_WORKERS, RunResult, Status, param_text
+from loaderexp.result import BACKEND, NUM_WORKERS, RunResult, Status, param_text
 from loaderexp.result import metrics as M
 from loaderexp.result.ceiling import model_of, modelled, refit_of, refit_words
 
@@ -202,20 +202,46 @@ def ceiling_sections(results: Sequence[RunResult], pick: Optional[RunResult] = N
         here = pick if pick is not None and pick in runs else max(runs, key=lambda r: r.metrics[M.THROUGHPUT])
         model = model_of(here, runs)
         inside = varying_params(runs)
-        which = ", ".join(f"{short_key(k)}={param_text(here.params.get(k))}" for k in axes
-                          if k not in inside) if len(groups) > 1 else ""
+        others = _other_backends(runs, results)
+        # the sweep's other backends share the profile, not the model: the section says whose runs it is about
+        which = ", ".join([*([f"{short_key(BACKEND)}={param_text(here.params.get(BACKEND))}"] if others else []),
+                           *(f"{short_key(k)}={param_text(here.params.get(k))}" for k in axes
+                             if k not in inside and len(groups) > 1)])
         lines = stage_table(runs, which)
         if model is not None:
             values = sorted({r.params.get(NUM_WORKERS) or 0 for r in runs})
             refit = next((found for r in results if r.status is Status.PREDICTED and r.profile == here.profile
                           and (found := refit_of(r))), None)
-            lines += limit_lines(model, runs) + curve_lines(runs, refit)
+            lines += limit_lines(model, runs) + _other_backends_lines(others, model.ceiling_range(seen_rates(runs)))
+            lines += curve_lines(runs, refit)
             measured = here.metrics.get(M.THROUGHPUT) if here.finished else None
             lines += what_if_lines(model, here.params.get(NUM_WORKERS) or 0, values, measured)
         else:
             lines.append(f"  ({here.info.ceiling or 'not modelled'})")
         sections.append("\n".join(lines))
     return sections
+
+
+def _other_backends(runs: Sequence[RunResult], results: Sequence[RunResult]) -> list[RunResult]:
+    """The finished runs on this profile's pipeline through a backend the model does not describe."""
+    profile = runs[0].profile
+    return [r for r in results if r.finished and r.profile == profile and not modelled(r)
+            and not r.metrics.get(M.PRUNED)]
+
+
+def _other_backends_lines(others: Sequence[RunResult], bound: CeilingRange) -> list[str]:
+    """The limits are DataLoader's: another backend's threads or nodes pay other costs, and may pass them."""
+    if not others:
+        return []
+    key, names = short_key(BACKEND), list(dict.fromkeys(param_text(r.params.get(BACKEND)) for r in others))
+    fastest = max(others, key=lambda r: r.metrics[M.THROUGHPUT])
+    rate = fastest.metrics[M.THROUGHPUT]
+    past = (f"; {key}={param_text(fastest.params.get(BACKEND))}, num_workers={fastest.params.get(NUM_WORKERS) or 0} "
+            f"did {rate:,.0f} samples/s, {100 * (rate / bound.high - 1):.0f}% past them" if rate > bound.high else "")
+    return [f"  These limits are DataLoader's (worker processes that pass each batch to the main process); "
+            f"{key}={', '.join(names)} {'is' if len(names) == 1 else 'are'} not modelled: "
+            f"{'its' if len(names) == 1 else 'their'} threads or processes pay other costs, and "
+            f"{'its' if len(names) == 1 else 'their'} runs are not held to these limits{past}."]
 
 
 def stage_metrics(results: Sequence[RunResult]) -> dict[str, float]:
