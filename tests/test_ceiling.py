@@ -140,6 +140,23 @@ def test_a_measured_what_if_is_the_side_by_side_ratio_of_the_loop_that_runs_as_t
     assert between.at_workers_after == pytest.approx(1234.0 * model.without("Crop").predict(2) / model.predict(2))
 
 
+def test_a_measured_what_if_moves_the_runs_cpu_by_the_loops_ratio_not_by_the_operations_cost():
+    """Without RandomResizedCrop the JPEG folder's images stay large: the lighter pipeline ran x0.88 beside the whole
+    one, yet the crop's own cost taken off the runs' CPU a sample put the CPU limit at +27%.  The runs' CPU a sample
+    moves by the ratio the lighter one's loops measured (here it costs 1.2x in a worker)."""
+    from loaderexp.harness.stages import Lighter
+
+    lighter = Lighter("Crop", 0.0012, 1.2 * 0.0011, 1.2 * 0.0011, 0.0005, 0.8 * 3000.0)
+    machine = Machine(cores=4, batch_size=10, cpu_s_per_sample_seen=0.0009)
+    model = CeilingModel(profile(all_cores_rate=3000.0, lighter=[lighter]), machine)
+    whole = 0.0011 + 0.0005 / 10
+    without = model.without("Crop")
+    assert without.seen_cpu_s == pytest.approx(0.0009 * (1.2 * 0.0011 + 0.0005 / 10) / whole)
+    assert without.ceiling().rate < model.ceiling().rate  # the crop's 0.3 ms off would have put it at 4 / 0.6 ms
+    modelled = CeilingModel(profile(all_cores_rate=3000.0), machine).without("Crop")
+    assert modelled.seen_cpu_s == pytest.approx(0.0009 - 0.0003)  # not measured: the cost subtracted
+
+
 def test_the_cores_efficiency_scales_the_predictions_and_the_ceiling_stays_a_bound():
     """What the cores did together (the all-cores loop) is what the curve predicts; the ceiling is a range from
     that up to the costs' bound, never a short loop's one figure."""

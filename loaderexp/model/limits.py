@@ -47,3 +47,13 @@ class CeilingRange:
             return f"{self.low:,.0f} samples/s ({self.seen})"
         return (f"{self.low:,.0f} to {self.high:,.0f} samples/s (at least what {self.seen} did; at most the "
                 f"{self.limit.name} limit, +-{100 * self.uncertainty:.0f}%)")
+
+
+def over_bound(where: str, rate: float, limit: Limit, high: float) -> Optional[str]:
+    """Why ``rate`` (what ``where`` did) means the model is off, or None when it is within the bound."""
+    if rate <= high:
+        return None
+    return (f"{where} did {rate:,.0f} samples/s, above the model's bound {high:,.0f} ({limit.name}: {limit.how}, "
+            f"+-{100 * (high / limit.rate - 1):.0f}%): the costs the bound rests on were read at a slower moment "
+            "of the host than this, or undercount what the loop really does; the ceiling is taken as at least "
+            "the measured rate")
