@@ -987,3 +987,16 @@ def test_the_why_of_a_sweep_over_backends_says_whose_limits_they_are():
     assert f"backend=nodes_process, num_workers=4 did 4,000 samples/s, {100 * (4000 / high - 1):.0f}% past them" in text
     alone = "\n".join(ceiling_sections(ours))
     assert "backend=" not in alone and "not modelled" not in alone
+
+
+def test_the_storage_limit_reads_the_storage_as_the_table_does():
+    """bench.cache=both: the table said the storage reads cold at 276 MB/s (the runs' median), the storage limit
+    259 MB/s (the pick's own run): the storage is the machine's, one figure in both."""
+    from loaderexp.result.ceiling import machine_of
+
+    def run(workers: int, read: float) -> RunResult:
+        return RunResult(Status.FINISHED, {NUM_WORKERS: workers}, {M.THROUGHPUT: 900.0, M.STORAGE_READ: read},
+                         profile=profile())
+
+    runs = [run(0, 275.6), run(2, 258.9), run(4, 279.5)]
+    assert machine_of(runs[1], profile(), runs).storage_mb_per_s == pytest.approx(275.6)

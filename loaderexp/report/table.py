@@ -17,6 +17,7 @@ from loaderexp.report.forecast import fill_forecasts, forecast_notes, prediction
 from loaderexp.report.recommend import recommend
 from loaderexp.result import NUM_WORKERS, TOLERANCE, RunResult, Status, param_text
 from loaderexp.result import metrics as M
+from loaderexp.result.ceiling import storage_read
 
 
 def _fmt(value: Optional[float], digits: int = 1) -> str:
@@ -269,11 +270,11 @@ def _datamodule_note(results: Sequence[RunResult]) -> list[str]:
 
 
 def _storage_note(results: Sequence[RunResult]) -> str:
-    storage = [r.metrics[M.STORAGE_READ] for r in results if M.STORAGE_READ in r.metrics]
+    storage = storage_read(results)
     files = next((r.metrics[M.FILE_MB] for r in results if M.FILE_MB in r.metrics), None)
     if not storage:
         return ""
     available = next((r.metrics[M.AVAILABLE] for r in results if M.AVAILABLE in r.metrics), None)
     fits = f", against {available:,.0f} MB available" if available else ""
-    return (f" (the storage reads them cold at {sorted(storage)[len(storage) // 2]:,.0f} MB/s; the files hold "
+    return (f" (the storage reads them cold at {storage:,.0f} MB/s; the files hold "
             f"{files:,.0f} MB{fits})" if files else "")

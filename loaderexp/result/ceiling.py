@@ -23,7 +23,7 @@ def machine_of(result: RunResult, profile: StageProfile, alongside: Sequence[Run
         cores=float(host.cpus_usable or profile.cores),
         batch_size=result.params.get(BATCH_SIZE) or profile.batch_size,
         ranks=result.ranks,
-        storage_mb_per_s=m.get(M.STORAGE_READ),
+        storage_mb_per_s=storage_read([result, *alongside]),
         read_bytes_per_sample=read,
         files_stay_warm=info.cache_stays_warm,
         copy_gb_per_s=m.get(M.H2D_GBPS) if m.get(M.H2D_MEASURED) else None,
@@ -33,6 +33,12 @@ def machine_of(result: RunResult, profile: StageProfile, alongside: Sequence[Run
         cpu_s_per_sample_seen=least_cpu_per_sample([result, *alongside]),
         cpu_seen_spread=cpu_spread_of_repeats([result, *alongside]),
     )
+
+
+def storage_read(runs: Sequence[RunResult]) -> Optional[float]:
+    """The storage's cold read (MB/s): the machine's, not a setting's, so the median the runs read (the table's)."""
+    reads = sorted(r.metrics[M.STORAGE_READ] for r in runs if r.metrics.get(M.STORAGE_READ))
+    return reads[len(reads) // 2] if reads else None
 
 
 def _cpu_costs(runs: Sequence[RunResult]) -> list[float]:
