@@ -270,6 +270,31 @@ def test_a_ray_cluster_whose_nodes_offer_no_host_resource_is_refused_up_front(tm
     assert f"the nodes offer: {offered}" in proc.stderr
 
 
+def test_no_ray_cluster_to_join_says_how_to_start_one(monkeypatch, capsys):
+    """hydra/launcher=ray with no `ray start` on the machine ended in Ray's own words ("Please specify the one to
+    connect to by setting `--address` flag"), a flag of Ray's CLI, not of this command.  Ray finds a cluster by
+    scanning the machine's processes (a parallel test's head would be found), so Ray's refusal is made here."""
+    ray = pytest.importorskip("ray")
+    from omegaconf import OmegaConf
+
+    from loaderexp.track.launchers import check_ray_resources
+
+    def refuse(**kwargs):
+        raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to by "
+                              "setting `--address` flag or `RAY_ADDRESS` environment variable.")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    config = OmegaConf.create({"hydra": {"launcher": {"ray": {"init": {"address": "auto"}, "remote": {
+        "num_cpus": 1, "resources": {"loaderexp_host": 1}}}}}})
+    with pytest.raises(SystemExit) as stopped:
+        check_ray_resources(config)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.count("\n") == 1
+    assert "hydra/launcher=ray: no Ray cluster at auto" in err and "`ray start --head --resources=" in err
+    assert "the sweep did not start" in err and "--address` flag" not in err
+
+
 @pytest.mark.slow
 def test_a_sweep_where_every_job_failed_exits_non_zero_and_says_so(tmp_path, data_root):
     """Round two, item 7: CI relies on the exit code; the parent run says FAILED too."""

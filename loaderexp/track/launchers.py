@@ -34,7 +34,15 @@ def check_ray_resources(config: DictConfig) -> None:
               **custom}
     wanted = {key: amount for key, amount in wanted.items() if amount}
     if not ray.is_initialized():  # the launcher's own start_ray then finds it joined
-        ray.init(**init)
+        try:
+            ray.init(**init)
+        except ConnectionError as error:  # Ray's own words name a flag of its CLI, not what to do here
+            print(f"loaderexp: error: hydra/launcher=ray: no Ray cluster at {init.get('address', 'auto')} "
+                  f"(hydra.launcher.ray.init.address, from $RAY_ADDRESS; auto: one `ray start` made on this "
+                  f"machine): start one with `ray start --head --resources='{json.dumps(custom)}'` "
+                  "(docs/clusters.md), or leave hydra/launcher=ray out to run the jobs here; the sweep did not "
+                  "start", file=sys.stderr)
+            raise SystemExit(2) from error
     offered = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
     if any(all(node.get(key, 0) >= amount for key, amount in wanted.items()) for node in offered):
         return
