@@ -124,14 +124,21 @@ def bound_check(name: str, both: list[list]) -> bool:
 def same_setting(both: list[list]) -> str:
     """How far one setting's two runs read apart (interleaved: measured seconds apart), the host's own movement
     beside the bounds'."""
-    pairs = [(a.workers, a.metrics.get(M.CPU_PER_SAMPLE), b.metrics.get(M.CPU_PER_SAMPLE))
+    pairs = [(a.workers, a.metrics.get(M.CPU_PER_SAMPLE), b.metrics.get(M.CPU_PER_SAMPLE), pace(a), pace(b))
              for a in both[0] for b in both[1] if a.workers == b.workers and a.workers > 0]
-    pairs = [(w, x, y) for w, x, y in pairs if x and y]
+    pairs = [(w, x, y, px, py) for w, x, y, px, py in pairs if x and y]
     if not pairs:
         return "no setting in both"
-    apart = [max(x, y) / min(x, y) - 1 for _, x, y in pairs]
+    apart = [max(x, y) / min(x, y) - 1 for _, x, y, _, _ in pairs]
     return (f"one setting's two runs read their CPU a sample {100 * min(apart):.1f}-{100 * max(apart):.1f}% apart ("
-            + ", ".join(f"{w}: {x:.3f}/{y:.3f} ms" for w, x, y in pairs) + ")")
+            + ", ".join(f"{w}: {x:.3f}/{y:.3f} ms (the host's pace {px}/{py})" for w, x, y, px, py in pairs) + ")")
+
+
+def pace(run: Any) -> str:
+    """The quicker of the host's pace readings around a run (a fixed piece of CPU work, ms): whether a run's CPU a
+    sample moved with the host's pace."""
+    found = [run.metrics[m] for m in (M.PACE_BEFORE, M.PACE_AFTER) if run.metrics.get(m)]
+    return f"{min(found):.2f}" if found else "-"
 
 
 # -- 2. stage costs against the same operation timed in a DataLoader loop -------------------------------------
