@@ -1000,3 +1000,20 @@ def test_the_storage_limit_reads_the_storage_as_the_table_does():
 
     runs = [run(0, 275.6), run(2, 258.9), run(4, 279.5)]
     assert machine_of(runs[1], profile(), runs).storage_mb_per_s == pytest.approx(275.6)
+
+
+def test_each_profiles_section_stands_apart_in_the_table():
+    """+experiment=transforms (transform.api=v1,v2): the v2 section began on the line after v1's last what-if."""
+    from pathlib import Path
+
+    from loaderexp.report.table import summary_table
+
+    def run(api: str, workers: int, rate: float) -> RunResult:
+        return RunResult(Status.FINISHED, {NUM_WORKERS: workers, "transform.api": api},
+                         {M.THROUGHPUT: rate, M.THROUGHPUT_IQR: 0.02},
+                         profile=profile(single_cpu_s=0.001 if api == "v1" else 0.0015))
+
+    runs = [run("v1", 0, 900.0), run("v1", 2, 1800.0), run("v2", 0, 600.0), run("v2", 2, 1200.0)]
+    lines = summary_table([(Path(str(i)), r) for i, r in enumerate(runs)]).splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Where the time goes")]
+    assert len(starts) == 2 and all(lines[i - 1] == "" for i in starts)

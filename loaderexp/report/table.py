@@ -98,7 +98,8 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
         notes.append(rec.text_overruled() if moved else rec.text)
         if confirmation is not None and count == 1:
             notes.append(confirmation.text(axes, TOLERANCE))
-        notes += ["", *ceiling_sections([r for r in results if r.ranks == count], picks[count])]
+        for section in ceiling_sections([r for r in results if r.ranks == count], picks[count]):
+            notes += ["", section]  # a blank line before each profile's section, as before the first
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
