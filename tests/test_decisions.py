@@ -407,3 +407,49 @@ def test_a_race_whose_first_pass_of_whole_epochs_would_outlast_its_bound_is_not_
         r.info.dataset_length = 500_000  # 7,813 batches an epoch: windows, not epochs
     raced, _ = _confirmed(monkeypatch, long_epochs, {8: 20.0, 16: 21.0})
     assert raced == [[8, 16]]
+
+
+def _backend(workers: int, rate: float, backend: str):
+    made = _run(workers, rate)
+    made.params["backend.name"] = backend
+    return made
+
+
+def test_a_close_setting_of_another_knob_is_raced_beside_the_pick_and_a_tie_keeps_the_pick(monkeypatch, tmp_path):
+    """backend=dataloader,nodes_process at 2 workers: the jobs read 13,979 and 12,883 (-7.8%, their spread 14%), and
+    only worker counts were raced: "no rival to race".  The close one is raced now; side by side they tie (within
+    1%), and the pick stands: a tie follows no median."""
+    from loaderexp.track import confirm
+    from loaderexp.track.confirm import Race
+
+    pick, other = _backend(2, 13979.0, "dataloader"), _backend(2, 12883.0, "nodes_process")
+    pick.metrics["throughput_iqr_rel"] = 0.14
+    far = _backend(2, 9000.0, "spdl")
+    assert confirm.contenders(pick, [pick, other, far], pick) == [pick, other]
+    race = Race([pick, other], TOLERANCE)
+    race.add([[1000, 990, 1010, 1000], [1004, 1001, 1006, 1003]])  # the other's median 0.35% higher
+    assert race.leader == 1 and race.pick == 0
+    kept = race.comparisons()[0]
+    assert kept.accepted and kept.kept
+    said = Confirmation([kept], pick=pick.params).text(["backend.name"], TOLERANCE)
+    assert "cannot differ by more than the tolerance; it stays the pick" in said and "becomes" not in said
+    more = _backend(4, 13900.0, "spdl")  # more workers than the pick: it stands unless shown slower
+    assert confirm.contenders(pick, [pick, more], pick) == [pick]
+
+
+def test_a_tie_of_another_knob_the_race_left_out_is_said():
+    """A sweep over backends at 1, 2 and 4 workers: the race moved the pick to nodes_process at 2 workers, where
+    DataLoader's 12,372 (-0.6%) was never raced; the report said nothing of it beyond a ≈ in the table."""
+    from loaderexp.report.confirm import Comparison, Confirmation
+    from loaderexp.result.paired import paired_difference
+
+    runs = [_backend(2, 12372.0, "dataloader"), _backend(4, 13108.0, "dataloader"),
+            _backend(2, 12453.0, "nodes_process"), _backend(4, 16198.0, "nodes_process")]
+    tie = paired_difference([1000, 1010, 990, 1000], [1001, 1012, 992, 1003])
+    confirmation = Confirmation([Comparison(runs[3].params, runs[2].params, "raced 4 rounds", tie, True)],
+                                pick=runs[2].params, seconds=5.0, ended="no setting still in could put the pick out")
+    said = confirmation.unraced_ties(runs[2], runs, ["backend.name", "loader.num_workers"], TOLERANCE)
+    assert said.startswith("Not raced, and the jobs (measured one after another) cannot tell from the pick: "
+                           "backend=dataloader, num_workers=2 (-0.7%)")
+    assert "dataloader, num_workers=4" not in said  # more workers than the pick: it stands unless shown slower
+    assert confirmation.unraced_ties(runs[3], runs, ["backend.name"], TOLERANCE) == ""  # nothing close

@@ -9,6 +9,7 @@ from typing import Any, Optional, Sequence
 
 from loaderexp.report.params import short_key
 from loaderexp.result import CONTROL_PARAMS, NUM_WORKERS, RunResult, param_text
+from loaderexp.result import metrics as M
 from loaderexp.result.paired import Difference, Verdict
 
 CONFIRMATION_FILE = "confirmation.json"
@@ -34,6 +35,30 @@ def _others(r: RunResult) -> dict[str, Any]:
     return {k: v for k, v in r.params.items() if k != NUM_WORKERS and k not in CONTROL_PARAMS}
 
 
+def ties(pick: RunResult, finished: Sequence[RunResult], tolerance: float) -> list[RunResult]:
+    """The runs that differ from the pick in a knob besides its workers (the same data, its workers at most the
+    pick's) and that the jobs, measured one after another, cannot tell from it (within the tolerance or either run's
+    spread), fastest first: a sweep over backends picked nodes_process at 2 workers, 12,453 samples/s, beside
+    DataLoader's 12,372 (-0.6%), and only the worker counts were raced.  With more workers the pick stands unless
+    shown slower, and the race has the pick's own next more workers for that."""
+    if M.THROUGHPUT not in pick.metrics:
+        return []
+    rate = pick.metrics[M.THROUGHPUT]
+
+    def close(r: RunResult) -> bool:
+        noise = max(r.metrics.get(M.THROUGHPUT_IQR, 0.0), pick.metrics.get(M.THROUGHPUT_IQR, 0.0))
+        return abs(r.metrics[M.THROUGHPUT] / rate - 1) <= max(noise, tolerance)
+
+    found = [r for r in finished if r is not pick and M.THROUGHPUT in r.metrics and same_data(r, pick)
+             and _others(r) != _others(pick) and r.workers <= pick.workers and close(r)]
+    return sorted(found, key=lambda r: -r.metrics[M.THROUGHPUT])
+
+
+def close_rival(pick: RunResult, finished: Sequence[RunResult], tolerance: float) -> Optional[RunResult]:
+    """The fastest of the pick's :func:`ties`: raced beside it, so the jobs' order does not choose between them."""
+    return next(iter(ties(pick, finished, tolerance)), None)
+
+
 def fewer_workers_rival(pick: RunResult, finished: Sequence[RunResult]) -> Optional[RunResult]:
     """The run with the most workers below the pick's, the same in everything else."""
     fewer = [r for r in finished if r.workers < pick.workers and _others(r) == _others(pick)]
@@ -53,10 +78,11 @@ class Comparison:
     why: str  # "raced 6 rounds", "out after 3 rounds"
     difference: Difference  # the rival against the leader
     accepted: bool  # the rival is the pick (the cheapest not shown slower than the leader)
+    kept: bool = False  # ... and was the jobs' pick already: it stays, rather than becomes, the pick
 
     def to_dict(self) -> dict[str, Any]:
         return {"base": self.base, "rival": self.rival, "why": self.why, "difference": self.difference.to_dict(),
-                "accepted": self.accepted}
+                "accepted": self.accepted, "kept": self.kept}
 
 
 def names(result: RunResult, params: dict[str, Any]) -> bool:
@@ -88,8 +114,8 @@ class Confirmation:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Confirmation":
-        comparisons = [Comparison(c["base"], c["rival"], c["why"], Difference(**c["difference"]), c["accepted"])
-                       for c in data.get("comparisons", [])]
+        comparisons = [Comparison(c["base"], c["rival"], c["why"], Difference(**c["difference"]), c["accepted"],
+                                  bool(c.get("kept", False))) for c in data.get("comparisons", [])]
         return cls(comparisons, data.get("pick"), data.get("note", ""), data.get("seconds", 0.0), data.get("ended", ""),
                    bool(data.get("whole_epochs", False)))
 
@@ -133,9 +159,27 @@ class Confirmation:
         for c in self.comparisons:
             d = c.difference
             lines.append(f"  {setting_text(c.rival, keys)} ({c.why}) against {setting_text(c.base, keys)}: "
-                         f"{d.text()}: {d.words(tolerance)}{'; it becomes the pick' if c.accepted else ''}")
+                         f"{d.text()}: {d.words(tolerance)}{_accepted(c)}")
         lines.append(f"Confirmed pick: {setting_text(self.pick or {}, keys)}." + (f" ({self.note})" if self.note else ""))
         return "\n".join(lines)
+
+    def unraced_ties(self, pick: Optional[RunResult], finished: Sequence[RunResult], keys: Sequence[str],
+                     tolerance: float) -> str:
+        """The pick's :func:`ties` the race did not run: said, with how to race them, not left to the jobs' order."""
+        raced = [params for c in self.comparisons for params in (c.base, c.rival)]
+        left = [r for r in (ties(pick, finished, tolerance) if pick is not None else [])
+                if not any(names(r, params) for params in raced)]
+        if not left or not self.comparisons:
+            return ""
+        rate = pick.metrics[M.THROUGHPUT]
+        runs = "; ".join(f"{setting_text(r.params, keys)} ({100 * (r.metrics[M.THROUGHPUT] / rate - 1):+.1f}%)"
+                         for r in left)
+        return (f"Not raced, and the jobs (measured one after another) cannot tell from the pick: {runs}; a sweep of "
+                "just those settings and the pick races them side by side.")
+
+
+def _accepted(c: Comparison) -> str:
+    return "" if not c.accepted else "; it stays the pick" if c.kept else "; it becomes the pick"
 
 
 def confirmed_pick(confirmation: Optional[Confirmation], results: Sequence[RunResult]) -> Optional[RunResult]:

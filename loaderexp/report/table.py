@@ -98,6 +98,8 @@ def _table(items: Sequence[tuple[Path, RunResult]], confirmation: Optional[Confi
         notes.append(rec.text_overruled() if moved else rec.text)
         if confirmation is not None and count == 1:
             notes.append(confirmation.text(axes, TOLERANCE))
+            finished = [r for r in results if r.finished and not r.metrics.get(M.PRUNED)]
+            notes += [t for t in [confirmation.unraced_ties(picks[count], finished, axes, TOLERANCE)] if t]
         for section in ceiling_sections([r for r in results if r.ranks == count], picks[count]):
             notes += ["", section]  # a blank line before each profile's section, as before the first
     return "\n".join(lines + ([""] + notes if notes else []))

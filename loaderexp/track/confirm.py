@@ -35,7 +35,7 @@ from loaderexp.execute.dispatch import compare_specs
 from loaderexp.execute.host_lock import exclusive_host
 from loaderexp.report import recommend
 from loaderexp.report.configurations import as_configurations
-from loaderexp.report.confirm import (Comparison, Confirmation, fastest_rival, fewer_workers_rival,
+from loaderexp.report.confirm import (Comparison, Confirmation, close_rival, fastest_rival, fewer_workers_rival,
                                       more_workers_rival)
 from loaderexp.result import TOLERANCE, RunFacts, RunResult
 from loaderexp.result import metrics as M
@@ -59,6 +59,9 @@ def contenders(pick: RunResult, finished: Sequence[RunResult], best: RunResult) 
     rival = fastest_rival(pick, finished, best) or more_workers_rival(pick, finished)
     if rival is not None:
         sides.append(rival)
+    close = close_rival(pick, finished, TOLERANCE)
+    if close is not None and all(close is not side for side in sides):
+        sides.append(close)
     return sides + fewer_workers(pick, finished, MAX_SIDES - len(sides))
 
 
