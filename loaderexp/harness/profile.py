@@ -28,11 +28,11 @@ import time
 from typing import Any, Callable, Iterator, Optional
 
 import torch
-from torch.utils.data import IterableDataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from loaderexp.harness.heap_range import with_heap_range
 from loaderexp.harness.profile_lighter import Whole, lighter_pipelines
-from loaderexp.harness.profile_loops import (Clock, WorkerFigures, all_cores_rates, clock_overhead, loop_stage,
+from loaderexp.harness.profile_loops import (Clock, SingleLoop, WorkerFigures, all_cores_rates, clock_overhead,
                                             single_process, worker_figures)
 from loaderexp.harness.stage_split import Split, apply_op, transform_ops  # noqa: F401 (tests, benchmarks)
 from loaderexp.harness.stages import Stage, StageProfile
@@ -159,6 +159,34 @@ def _pin_cost(batch: Any) -> Optional[float]:
     return sorted(times)[len(times) // 2]
 
 
+class _Indices(Dataset):
+    """Each sample its own index: a loop over it costs only the DataLoader's own work per sample."""
+
+    def __init__(self, length: int):
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+def loop_stage(indices: list[int], batch_size: Optional[int], budget_s: float) -> Stage:
+    """The DataLoader's own work per sample (the sampler, a __getitem__ call, batching), which a worker pays
+    too, without the dataset's or collate's."""
+    loader = DataLoader(_Indices(max(indices) + 1), batch_size=batch_size, sampler=indices, num_workers=0,
+                        collate_fn=lambda items: items)
+    clock, samples = Clock(), 0
+    deadline = time.perf_counter() + budget_s
+    with clock:
+        for items in loader:
+            samples += len(items) if batch_size is not None else 1
+            if time.perf_counter() > deadline:
+                break
+    return Stage("DataLoader loop", "loop", clock.cpu / max(samples, 1), clock.wall / max(samples, 1))
+
+
 @contextlib.contextmanager
 def _inherited_out_of_collection() -> Iterator[None]:
     """The objects this process has now kept out of the garbage collector's full passes while the in-process loops
@@ -173,6 +201,24 @@ def _inherited_out_of_collection() -> Iterator[None]:
     finally:
         if not already:  # what someone froze before stays frozen
             gc.unfreeze()
+
+
+def _loops_without_workers(dataset: Any, checked: list[int], batch_size: Optional[int], collate_fn: Optional[Callable],
+                           per_sample: float, budget_s: float, threads: int) -> tuple[SingleLoop, SingleLoop]:
+    """The stages' check, on one thread as they were timed; then the wall of a loop without workers as it runs, on
+    the process's own ``threads`` (CPU there also counts the threads' spinning), over the samples the first went
+    through: warm, as a run's later epochs are.  Past them its tail met samples this fork had not touched (a list of
+    Python objects copies each page it reads; Arrow maps its pages in): a list-backed dataset's halves read 76-107%
+    apart, its one-process limit +-214%."""
+    first = single_process(dataset, checked, batch_size, collate_fn, per_sample, 0.075 * budget_s,
+                           FULL_BATCH_SHARE * budget_s)
+    torch.set_num_threads(threads)
+    try:
+        warm = single_process(dataset, checked[:first.samples] or checked, batch_size, collate_fn, per_sample,
+                              0.075 * budget_s, FULL_BATCH_SHARE * budget_s)
+    finally:
+        torch.set_num_threads(1)
+    return first, warm
 
 
 def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional[Callable], cores: float,
@@ -205,14 +251,10 @@ def profile_stages(dataset: Any, batch_size: Optional[int], collate_fn: Optional
                                     collated.wall / collated_samples, collated.faults / collated_samples))
             stages.append(loop_stage(checked, batch_size, 0.03 * budget_s))
             per_sample = sum(s.wall_s for s in stages)
-            # The stages' check, on one thread as they were timed; then the wall of a loop without workers as
-            # it runs, on the process's own threads (CPU there also counts the threads' spinning).
-            single_cpu, one_thread_wall, _, single_batch = single_process(dataset, checked, batch_size, collate_fn, per_sample,
-                                                            0.07 * budget_s, FULL_BATCH_SHARE * budget_s)
-            torch.set_num_threads(states[2])
-            _, single_wall, single_spread, _ = single_process(dataset, checked, batch_size, collate_fn, per_sample,
-                                                              0.08 * budget_s, FULL_BATCH_SHARE * budget_s)
-            torch.set_num_threads(1)
+            first, warm = _loops_without_workers(dataset, checked, batch_size, collate_fn, per_sample, budget_s,
+                                                 states[2])
+            single_cpu, one_thread_wall, single_batch = first.cpu_s, first.wall_s, first.batch
+            single_wall, single_spread = warm.wall_s, warm.spread
         worker = worker_figures(dataset, checked, per_sample, batch_size, collate_fn, 0.15 * budget_s) or \
             WorkerFigures(sum(s.cpu_s for s in stages), per_sample, 0.0, "the stages alone (no batch came from a "
                           "worker)", 0.0)

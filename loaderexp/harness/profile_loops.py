@@ -12,11 +12,9 @@ import multiprocessing
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
-from torch.utils.data import DataLoader, Dataset
-
-from loaderexp.harness.stages import Stage
+from torch.utils.data import DataLoader
 
 try:
     import resource
@@ -178,9 +176,16 @@ def _segment_rates(arrivals: list[float], parts: int, round_size: int = 1) -> tu
                  if arrivals[(i + 1) * per] > arrivals[i * per])
 
 
+class SingleLoop(NamedTuple):
+    cpu_s: float  # per sample: the typical batch's
+    wall_s: float
+    spread: float  # how far its halves' typical batches lie apart (relative)
+    batch: Optional[int]
+    samples: int  # how many of the indices it went through, from the first
+
+
 def single_process(dataset: Any, indices: list[int], batch_size: Optional[int], collate: Optional[Callable],
-                   per_sample_s: float, budget_s: float, full_batch_s: float = 0.0
-                   ) -> tuple[float, float, float, Optional[int]]:
+                   per_sample_s: float, budget_s: float, full_batch_s: float = 0.0) -> SingleLoop:
     """CPU and wall per sample of a DataLoader(num_workers=0) loop at the run's batch where :data:`FULL_BATCHES` of
     it fit in ``full_batch_s``, else one small enough for the budget: the typical batch's (:func:`typical`: the host's
     other work lands in a few batches); how far its halves' typical batches lie apart (the host moving under the
@@ -206,11 +211,12 @@ def single_process(dataset: Any, indices: list[int], batch_size: Optional[int], 
         if len(cpus) >= fewest and time.perf_counter() > deadline:
             break
     if not cpus:
-        return 0.0, 0.0, 0.0, batch_size
+        return SingleLoop(0.0, 0.0, 0.0, batch_size, 0)
     size, half = batch_size or 1, len(walls) // 2
     halves = sorted((typical(walls[:half]), typical(walls[half:]))) if half >= 2 else None
     spread = halves[1] / halves[0] - 1 if halves and halves[0] > 0 else 0.0
-    return typical(cpus) / size, typical(walls) / size, spread, batch_size
+    return SingleLoop(typical(cpus) / size, typical(walls) / size, spread, batch_size, min(len(cpus) * size,
+                                                                                           len(indices)))
 
 
 def timed_batch(batch_size: Optional[int], per_sample_s: float, budget_s: float,
@@ -270,31 +276,3 @@ def all_cores_rates(dataset: Any, indices: list[int], batch_size: Optional[int],
     if loop is None:
         return []
     return [rate * (batch or 1) for rate in loop.segment_rates] or ([(batch or 1) / loop.wall_s] if loop.wall_s else [])
-
-
-class _Indices(Dataset):
-    """Each sample its own index: a loop over it costs only the DataLoader's own work per sample."""
-
-    def __init__(self, length: int):
-        self.length = length
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: int) -> int:
-        return index
-
-
-def loop_stage(indices: list[int], batch_size: Optional[int], budget_s: float) -> Stage:
-    """The DataLoader's own work per sample (the sampler, a __getitem__ call, batching), which a worker pays
-    too, without the dataset's or collate's."""
-    loader = DataLoader(_Indices(max(indices) + 1), batch_size=batch_size, sampler=indices, num_workers=0,
-                        collate_fn=lambda items: items)
-    clock, samples = Clock(), 0
-    deadline = time.perf_counter() + budget_s
-    with clock:
-        for items in loader:
-            samples += len(items) if batch_size is not None else 1
-            if time.perf_counter() > deadline:
-                break
-    return Stage("DataLoader loop", "loop", clock.cpu / max(samples, 1), clock.wall / max(samples, 1))
