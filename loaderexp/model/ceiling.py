@@ -38,11 +38,14 @@ class Machine:
     pins: bool = False  # pin_memory with an accelerator: the pin thread's time per batch counts
     cpu_s_per_sample_seen: Optional[float] = None  # the least a sweep's run with workers used (its tree, seconds)
     cpu_seen_spread: float = 0.0  # how far repeats of one configuration read their CPU a sample apart (max/min - 1)
+    restart_share: float = 0.0  # of an epoch, the most the runs' workers took to start again: CPU a stream does not pay
     all_cores_rate: Optional[float] = None  # what the cores did together in runs past them (None: the profile's loop)
     moment: float = 1.0  # the runs' rates over the profile's at every setting (its costs read in another moment)
     workers_moment: float = 1.0  # ... at every setting with workers (its one-worker loop read in another moment)
 
 
+RESTART_SHARE = 0.05  # of an epoch: a start-up of the workers past it is said, and added to the predicted stream
+RESTART_CPU_SHARE = 0.10  # ... past this its CPU puts the runs' CPU a sample above a stream's (dataset=hf, 15%: +18%)
 MIN_UNCERTAINTY = 0.05  # a limit from costs measured in short loops is known to about this much at best
 LIGHTER_UNCERTAINTY = 0.45  # a lighter pipeline's loops vs bare loops: mostly within 15%, at worst +42.5% (1 worker)
 
@@ -100,8 +103,6 @@ class CeilingModel:
     def with_machine(self, **changes) -> "CeilingModel":
         return CeilingModel(self.profile, dataclasses.replace(self.machine, **changes), self.left_out)
 
-    # -- the limits ---------------------------------------------------------------------------------
-
     def limits(self) -> list[Limit]:
         m, batch = self.machine, max(self.machine.batch_size, 1)
         cpu_per_sample = self.cpu_per_sample()
@@ -148,7 +149,8 @@ class CeilingModel:
         if self.seen_cpu_s is None:
             return False
         m = self.machine
-        loads_as_the_loop = not self.left_out and m.ranks == 1 and not (m.step_s_per_batch or m.copy_gb_per_s)
+        loads_as_the_loop = not self.left_out and m.ranks == 1 and not (m.step_s_per_batch or m.copy_gb_per_s) \
+            and m.restart_share < RESTART_CPU_SHARE
         return loads_as_the_loop or self.seen_cpu_s < self.cpu_per_sample()
 
     def _storage(self) -> Limit:
@@ -261,8 +263,6 @@ class CeilingModel:
             else:  # nothing with the step was seen: at most the bound
                 best = min(best, high)
         return CeilingRange(low=best, high=max(high, best), limit=limit, seen=where, uncertainty=u, failure=failure)
-
-    # -- the curve ----------------------------------------------------------------------------------
 
     def _serial_s_per_batch(self, workers: int) -> float:
         """What the main process does per batch, one thing after another."""

@@ -7,7 +7,8 @@ from typing import Optional, Sequence
 
 from loaderexp.harness.stages import StageProfile
 from loaderexp.model import CeilingModel, Machine
-from loaderexp.result import BACKEND, BATCH_SIZE, NUM_WORKERS, PIN_MEMORY, PROFILE_S, RunResult
+from loaderexp.model.ceiling import RESTART_SHARE  # noqa: F401 (the report reads it here)
+from loaderexp.result import BACKEND, BATCH_SIZE, NUM_WORKERS, PERSISTENT_WORKERS, PIN_MEMORY, PROFILE_S, RunResult
 from loaderexp.result import metrics as M
 from loaderexp.result.facts import RunFacts
 from loaderexp.result.repeats import repeat_groups
@@ -32,7 +33,26 @@ def machine_of(result: RunResult, profile: StageProfile, alongside: Sequence[Run
         pins=bool(result.params.get(PIN_MEMORY)) and bool(host.cuda_available),
         cpu_s_per_sample_seen=least_cpu_per_sample([result, *alongside]),
         cpu_seen_spread=cpu_spread_of_repeats([result, *alongside]),
+        restart_share=max((restart(r)[1] for r in [result, *alongside]), default=0.0),
     )
+
+
+def epoch_samples(run: RunResult) -> int:
+    """A rank's samples an epoch: its batches' (the last one may be short), at most the dataset's."""
+    batches, batch = run.info.batches_per_epoch, run.params.get(BATCH_SIZE) or 1
+    return min([n for n in (batches * batch if batches else None, run.info.dataset_length) if n], default=0)
+
+
+def restart(run: RunResult) -> tuple[float, float]:
+    """A run's epoch start-up past a steady batch (seconds: its workers forked again, their first batch made), and
+    that as a share of its epoch; zeros without workers, with persistent workers, or without the figures."""
+    workers, rate = run.params.get(NUM_WORKERS) or 0, run.metrics.get(M.THROUGHPUT, 0.0) / max(run.ranks, 1)
+    start = run.metrics.get(M.FIRST_BATCH_LATER) or run.metrics.get(M.FIRST_BATCH)
+    samples = epoch_samples(run)
+    if workers <= 0 or run.params.get(PERSISTENT_WORKERS) or not (start and rate and samples):
+        return 0.0, 0.0
+    extra = max(start - (run.params.get(BATCH_SIZE) or 1) / rate, 0.0)
+    return extra, extra / (samples / rate)
 
 
 def storage_read(runs: Sequence[RunResult]) -> Optional[float]:
