@@ -133,7 +133,7 @@ def limit_lines(model: CeilingModel, runs: Sequence[RunResult] = ()) -> list[str
         lines.append(f"  {limit.name:<13}{rate}  {limit.how}{'' if limit.applies else ' (does not apply)'}{mark}")
     lines.append(f"  The ceiling: {bound.text()}; {ceiling.name} binds: {ceiling.lift}.")
     if bound.failed:
-        lines.append(f"  The model is off: {bound.failure}.")
+        lines.append(f"  {'Past the bound' if bound.stream_past else 'The model is off'}: {bound.failure}.")
     return lines
 
 
