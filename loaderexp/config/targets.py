@@ -21,8 +21,18 @@ def imported(key: str, path: str, problems: list[str], hint: str = "") -> Any:
 
         return get_method(path)
     except Exception as error:  # ImportError, AttributeError, ValueError from Hydra
-        problems.append(f"{key}={path}: cannot be imported ({str(error).splitlines()[0]}){hint}")
+        problems.append(f"{key}={path}: cannot be imported ({_why(error)}){hint}")
         return None
+
+
+def _why(error: Exception) -> str:
+    """Hydra's reason on one line: its first line ends at a colon ("Error loading 'mypackage.data.MyDataset':")
+    and the cause and its question follow on the next two."""
+    cause = error.__cause__
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    why = f"{type(cause).__name__}: {cause}" if cause is not None else lines[0] if lines else type(error).__name__
+    asked = next((line for line in lines[1:] if line.startswith("Are you sure")), "")
+    return why + (f"; {asked[0].lower()}{asked[1:]}" if asked else "")
 
 
 def target_problems(spec: Config) -> list[str]:
