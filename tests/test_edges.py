@@ -332,3 +332,20 @@ def test_a_used_sweep_folder_is_refused_without_resume_and_locked_while_a_sweep_
     finally:
         os.close(fd)
     assert busy.returncode == 2 and "another sweep is writing this folder now" in busy.stderr
+
+
+def test_a_grid_resumed_into_a_folder_of_other_jobs_counts_them_together(tmp_path):
+    """A different grid resumed into a folder (dataset=custom's two failed jobs, then six CIFAR-10 ones) said "8 of 6
+    jobs recorded": the folder's jobs and the command's are counted together, and the axes are both grids'; the same
+    grid resumed (resume=true among its overrides) adds nothing."""
+    from loaderexp.result.sweep_record import SweepRecord
+    from loaderexp.track.sweep import with_the_folders_jobs
+
+    old = [["dataset=custom", "loader.num_workers=0"], ["dataset=custom", "loader.num_workers=2"]]
+    SweepRecord(total=2, swept_keys=["loader.num_workers"], jobs=old).write(tmp_path)
+    new = [[f"sampler={s}", f"loader.num_workers={w}", "resume=true"] for s in ("random", "weighted") for w in (0, 2, 4)]
+    total, swept, jobs = with_the_folders_jobs(tmp_path, 6, ("sampler", "loader.num_workers"), new, resume=True)
+    assert total == 8 and swept == ("loader.num_workers", "sampler") and jobs == [*old, *new]
+    again = [[*job, "resume=true", "hydra.sweep.dir=x"] for job in old]
+    assert with_the_folders_jobs(tmp_path, 2, ("loader.num_workers",), again, resume=True)[0] == 2
+    assert with_the_folders_jobs(tmp_path, 6, ("sampler",), new, resume=False)[0] == 6  # a new sweep: its own

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from loaderexp.config import ConfigError, check_tracking, composed_spec
 from loaderexp.config.schema import TrackingConfig
-from loaderexp.result import RESULT_FILE, RunResult, Status
+from loaderexp.result import RESULT_FILE, RESUME, RunResult, Status
 from loaderexp.result.sweep_record import SweepRecord
 from loaderexp.track.launchers import check_launcher
 from loaderexp.track.stores import refuse_credentials_in_uri
@@ -53,6 +53,25 @@ def grid(config: DictConfig) -> tuple[int, tuple[str, ...], list[list[str]]]:
     jobs = [list(job) for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
     swept = tuple(dict.fromkeys(o.get_key_element() for o in parsed if o.is_sweep_override()))
     return len(jobs), swept, jobs
+
+
+def with_the_folders_jobs(sweep_dir: Path, total: int, swept: tuple[str, ...], jobs: list[list[str]], resume: bool
+                          ) -> tuple[int, tuple[str, ...], list[list[str]]]:
+    """A grid resumed into a folder whose sweep had other jobs adds to them: the count, the axes and the jobs are the
+    folder's and this command's together (a different grid resumed there said "8 of 6 jobs recorded")."""
+    previous = SweepRecord.read(sweep_dir) if resume and jobs else None
+    if previous is None or not previous.jobs:
+        return total, swept, jobs
+    def same(job: list[str]) -> list[str]:  # how it was run (resume=true, hydra's own keys) is not which job it is
+        return sorted(o for o in job if not o.startswith((f"{RESUME}=", "hydra.", "hydra/")))
+
+    before = [same(job) for job in previous.jobs]
+    added = [job for job in jobs if same(job) not in before]
+    if added:
+        log.info("resume: the folder's sweep had %d jobs; this command adds %d of its %d: %d in all",
+                 len(previous.jobs), len(added), len(jobs), len(previous.jobs) + len(added))
+    every = [*previous.jobs, *added]
+    return len(every), tuple(dict.fromkeys([*previous.swept_keys, *swept])), every
 
 
 def is_search(config: DictConfig) -> bool:
@@ -100,7 +119,7 @@ class SweepCallback(Callback):
         except ConfigError as error:
             print(f"loaderexp: error: {error}; the sweep did not start", file=sys.stderr)
             raise SystemExit(2) from error
-        total, swept, jobs = grid(config)
+        total, swept, jobs = with_the_folders_jobs(Path(config.hydra.sweep.dir), *grid(config), spec.resume)
         STATE = SweepState(total=total, swept_keys=swept, sweep_dir=Path(config.hydra.sweep.dir), started=time.time(),
                            search=is_search(config), confirm_s=spec.bench.confirm_s, jobs=jobs)
         STATE.folder_lock = claim_or_exit(STATE.sweep_dir, spec.resume)
