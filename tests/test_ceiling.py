@@ -1057,3 +1057,21 @@ def model_of_run(run: RunResult, runs: list) -> CeilingModel:
     from loaderexp.result.ceiling import model_of
 
     return model_of(run, runs)
+
+
+def test_a_pick_its_own_worker_count_holds_below_the_ceiling_is_told_more_workers_not_more_cores():
+    """`python -m loaderexp` (0 workers) ran at 63% of a CPU-bound ceiling and was told "what would lift it: more
+    cores", where the model put 2 workers within 5% of it.  Where the sweep measured more workers, the measurement
+    answered that, and the limit's own lift stands."""
+    from loaderexp.report import recommend
+
+    def run(workers: int, rate: float) -> RunResult:
+        return RunResult(Status.FINISHED, {NUM_WORKERS: workers},
+                         {M.THROUGHPUT: rate, M.THROUGHPUT_IQR: 0.02, M.CEILING_FRACTION: 0.5}, profile=profile())
+
+    alone = recommend([run(0, 1000.0)]).text
+    model = CeilingModel(profile(), Machine(cores=4, batch_size=10))
+    knee = model.knee(list(range(0, 17)), TOLERANCE)
+    assert knee > 0 and f"what would lift it: more workers: the model puts num_workers={knee} at" in alone
+    swept = recommend([run(0, 1000.0), run(2, 1005.0)]).text
+    assert "more workers: the model puts" not in swept and "what would lift it: more cores" in swept

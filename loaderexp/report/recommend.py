@@ -88,7 +88,25 @@ def _ceiling_text(chosen: RunResult, finished: Sequence[RunResult]) -> str:
         return (f" It runs faster than the model's bound for this machine ({binding}): the model is off here (its "
                 "profile may have met a slower moment of this host); see where it disagrees below.")
     return (f" It runs at {100 * fraction:.0f}% of this machine's ceiling (at most {ceiling:,.0f} samples/s, {binding} "
-            f"binds; what would lift it: {bound.limit.lift}).")
+            f"binds; what would lift it: {_more_workers(chosen, finished) or bound.limit.lift}).")
+
+
+def _more_workers(chosen: RunResult, finished: Sequence[RunResult]) -> str:
+    """Where the pick's own worker count holds it below the ceiling and the sweep measured no more: more workers,
+    at the model's knee.  `python -m loaderexp` (0 workers) ran at 63% of a ceiling that CPU bound, and was told
+    "what would lift it: more cores", where the model put 2 workers within 5% of it."""
+    from loaderexp.report.confirm import more_workers_rival
+    from loaderexp.result.ceiling import model_of
+
+    model = model_of(chosen, finished)
+    if model is None or more_workers_rival(chosen, finished) is not None:
+        return ""
+    grid = list(range(chosen.workers, chosen.workers + 4 * max(int(model.machine.cores), 1) + 1))
+    knee = model.knee(grid, TOLERANCE)
+    if knee <= chosen.workers:
+        return ""
+    return (f"more workers: the model puts num_workers={knee} at {model.predict(knee):,.0f} samples/s, within "
+            f"{100 * TOLERANCE:.0f}% of the most it predicts (not measured: sweep {NUM_WORKERS} to see it)")
 
 
 def _text(chosen: RunResult, best: RunResult, swept_over: Sequence[RunResult], rate, gap: float, noise: float,
