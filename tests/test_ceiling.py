@@ -1075,3 +1075,18 @@ def test_a_pick_its_own_worker_count_holds_below_the_ceiling_is_told_more_worker
     assert knee > 0 and f"what would lift it: more workers: the model puts num_workers={knee} at" in alone
     swept = recommend([run(0, 1000.0), run(2, 1005.0)]).text
     assert "more workers: the model puts" not in swept and "what would lift it: more cores" in swept
+
+
+def test_a_loader_without_batching_is_not_modelled_in_items_against_samples():
+    """dataset=synthetic_batches loader.batch_size=null: the profile's costs are per item (a batch of 64), the run
+    counts samples, and the report said "1,077,066 samples/s, above the model's bound 133,314: the model is off"."""
+    from loaderexp.result import BATCH_SIZE
+    from loaderexp.result.ceiling import ceiling_figures, modelled
+
+    off = RunResult(Status.FINISHED, {NUM_WORKERS: 0, BATCH_SIZE: None}, {M.THROUGHPUT: 1_077_066.0},
+                    profile=profile(batch_size=1))
+    assert not modelled(off)
+    metrics, facts = ceiling_figures(off)
+    assert metrics == {} and facts.ceiling.startswith("not modelled: loader.batch_size=null: each item is a batch")
+    assert modelled(RunResult(Status.FINISHED, {NUM_WORKERS: 0, BATCH_SIZE: 64}, {M.THROUGHPUT: 1.0}))
+    assert modelled(RunResult(Status.FINISHED, {NUM_WORKERS: 0}, {M.THROUGHPUT: 1.0}))  # not recorded: as before

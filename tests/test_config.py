@@ -140,6 +140,15 @@ def test_dataset_target_that_cannot_be_imported(compose_cfg):
         check(compose_cfg, ["dataset._target_=no.such.Dataset"])
 
 
+def test_a_dataset_of_whole_batches_refuses_the_loaders_batching(compose_cfg):
+    """dataset=synthetic_batches with the default batch of 128: every job failed in its workers ("stack expects
+    each tensor to be equal size" on the short last item); now one line before any worker starts."""
+    with pytest.raises(ConfigError, match=r"loader.batch_size=128: dataset=synthetic_batches yields whole batches "
+                                          r"\(each item is one\): set loader.batch_size=null"):
+        check(compose_cfg, ["dataset=synthetic_batches"])
+    check(compose_cfg, ["dataset=synthetic_batches", "loader.batch_size=null"])
+
+
 def test_dataset_argument_the_target_does_not_take(compose_cfg):
     with pytest.raises(ConfigError, match=r"takes no argument colour; valid: .*num_samples.* \(leave one out with "
                                           r"~dataset.colour\)"):

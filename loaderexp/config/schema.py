@@ -31,7 +31,7 @@ def bounded(default: Any, *, ge: Optional[float] = None, gt: Optional[float] = N
 
 MISSING = "???"  # OmegaConf's marker for a value the YAML must give
 # Keys in dataset/sampler/transform nodes that describe the node instead of being arguments.
-META_KEYS = ("name", "default_transform", "python_path", "files")
+META_KEYS = ("name", "default_transform", "python_path", "files", "yields_batches")
 
 
 class MpContext(str, Enum):
@@ -218,6 +218,11 @@ class TargetNode:
     @property
     def default_transform(self) -> str:
         return self.node.get("default_transform", "none")
+
+    @property
+    def yields_batches(self) -> bool:
+        """A dataset whose items are whole batches (``yields_batches: true``): DataLoader's batching must be off."""
+        return bool(self.node.get("yields_batches", False))
 
     def get(self, key: str, default: Any = None) -> Any:
         """One of the target's arguments, or ``default``."""

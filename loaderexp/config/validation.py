@@ -40,6 +40,9 @@ def validate(spec: Config, cuda_available: bool, cpus: float, targets: bool = Tr
     problems: list[str] = range_problems(spec)
     warnings: list[str] = []
     _check_loader(spec.loader, problems, warnings, cpus, spec.dist.nproc_per_node)
+    if spec.dataset.yields_batches and spec.loader.batch_size is not None:  # else a short last item fails to stack
+        problems.append(f"loader.batch_size={spec.loader.batch_size}: dataset={spec.dataset.name} yields whole batches "
+                        "(each item is one): set loader.batch_size=null (DataLoader's batching off)")
     _check_dist(spec, problems)
     _check_bench(spec.bench, problems)
     _check_device(spec, cuda_available, problems, warnings)
