@@ -16,7 +16,8 @@ from loaderexp.report.busy import PACE_MOVED, run_pace
 from loaderexp.report.params import short_key, varying_params
 from loaderexp.result import BACKEND, NUM_WORKERS, RunResult, Status, param_text
 from loaderexp.result import metrics as M
-from loaderexp.result.ceiling import RESTART_SHARE, epoch_samples, model_of, modelled, refit_of, refit_words, restart
+from loaderexp.result.ceiling import (RESTART_SHARE, Restart, epoch_samples, model_of, modelled, refit_of,
+                                     refit_words, restart)
 
 
 def by_profile(results: Sequence[RunResult]) -> list[list[RunResult]]:
@@ -123,7 +124,8 @@ def beyond(run: RunResult, bound: CeilingRange) -> bool:
     return bound.failed and run.metrics[M.THROUGHPUT] > bound.bound
 
 
-def limit_lines(model: CeilingModel, runs: Sequence[RunResult] = ()) -> list[str]:
+def limit_lines(model: CeilingModel, runs: Sequence[RunResult] = (), others: Sequence[RunResult] = ()) -> list[str]:
+    """``others``: the runs on the same pipeline through a backend the model does not describe."""
     bound = model.ceiling_range(seen_rates(runs))
     ceiling = bound.limit
     lines = ["This machine's limits (samples/s, each an upper bound from the costs):"]
@@ -134,7 +136,7 @@ def limit_lines(model: CeilingModel, runs: Sequence[RunResult] = ()) -> list[str
     lines.append(f"  The ceiling: {bound.text()}; {ceiling.name} binds: {ceiling.lift}.")
     if bound.failed:
         lines.append(f"  {'Past the bound' if bound.stream_past else 'The model is off'}: {bound.failure}.")
-    return lines
+    return lines + _other_backends_lines(others, bound)
 
 
 def curve_lines(runs: Sequence[RunResult], refit: Optional[dict[str, float]] = None) -> list[str]:
@@ -151,7 +153,7 @@ def curve_lines(runs: Sequence[RunResult], refit: Optional[dict[str, float]] = N
         workers, rate = r.params.get(NUM_WORKERS) or 0, r.metrics[M.THROUGHPUT]
         predicted = model.predict(workers)
         if restarts:  # the steady stream's epoch with the start-up this run measured added
-            predicted = 1.0 / (1.0 / predicted + restart(r)[0] / max(epoch_samples(r) * r.ranks, 1))
+            predicted = 1.0 / (1.0 / predicted + restart(r).seconds / max(epoch_samples(r) * r.ranks, 1))
         rows.append((workers, rate, predicted))
         ordered.append(r)
         spread = r.metrics.get(M.THROUGHPUT_IQR, 0.0)
@@ -187,19 +189,20 @@ def curve_lines(runs: Sequence[RunResult], refit: Optional[dict[str, float]] = N
     return lines
 
 
-def _restart_shares(runs: Sequence[RunResult]) -> list[tuple[float, RunResult]]:
+def _restart_shares(runs: Sequence[RunResult]) -> list[tuple[Restart, RunResult]]:
     """The runs whose epochs start their workers again at a cost the model's steady stream leaves out (short
-    epochs: dataset=hf's 40 batches an epoch ran 2 workers at 11,994 samples/s against a steady 20,387)."""
-    found = [(restart(r)[1], r) for r in runs]
-    return sorted([(share, r) for share, r in found if share >= RESTART_SHARE], key=lambda item: -item[0])
+    epochs: dataset=hf's 40 batches an epoch ran 2 workers at 11,994 samples/s against a steady 20,387), the
+    largest share first."""
+    found = [(restart(r), r) for r in runs]
+    return sorted([(each, r) for each, r in found if each.share >= RESTART_SHARE], key=lambda item: -item[0].share)
 
 
-def _restart_lines(restarts: Sequence[tuple[float, RunResult]]) -> list[str]:
+def _restart_lines(restarts: Sequence[tuple[Restart, RunResult]]) -> list[str]:
     if not restarts:
         return []
-    share, run = restarts[0]
+    most, run = restarts[0]
     return [f"  Each epoch starts its workers again, as training does: num_workers={run.params.get(NUM_WORKERS)} "
-            f"paid {1000 * restart(run)[0]:.0f} ms an epoch past a steady batch, {100 * share:.0f}% of its epoch of "
+            f"paid {1000 * most.seconds:.0f} ms an epoch past a steady batch, {100 * most.share:.0f}% of its epoch of "
             f"{epoch_samples(run):,} samples; loader.persistent_workers=true keeps them from epoch to epoch."]
 
 
@@ -235,8 +238,7 @@ def ceiling_sections(results: Sequence[RunResult], pick: Optional[RunResult] = N
             values = sorted({r.params.get(NUM_WORKERS) or 0 for r in runs})
             refit = next((found for r in results if r.status is Status.PREDICTED and r.profile == here.profile
                           and (found := refit_of(r))), None)
-            lines += limit_lines(model, runs) + _other_backends_lines(others, model.ceiling_range(seen_rates(runs)))
-            lines += curve_lines(runs, refit)
+            lines += limit_lines(model, runs, others) + curve_lines(runs, refit)
             measured = here.metrics.get(M.THROUGHPUT) if here.finished else None
             lines += what_if_lines(model, here.params.get(NUM_WORKERS) or 0, values, measured)
         else:

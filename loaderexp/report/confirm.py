@@ -43,15 +43,16 @@ def ties(pick: RunResult, finished: Sequence[RunResult], tolerance: float) -> li
     shown slower, and the race has the pick's own next more workers for that."""
     if M.THROUGHPUT not in pick.metrics:
         return []
-    rate = pick.metrics[M.THROUGHPUT]
-
-    def close(r: RunResult) -> bool:
-        noise = max(r.metrics.get(M.THROUGHPUT_IQR, 0.0), pick.metrics.get(M.THROUGHPUT_IQR, 0.0))
-        return abs(r.metrics[M.THROUGHPUT] / rate - 1) <= max(noise, tolerance)
-
     found = [r for r in finished if r is not pick and M.THROUGHPUT in r.metrics and same_data(r, pick)
-             and _others(r) != _others(pick) and r.workers <= pick.workers and close(r)]
+             and _others(r) != _others(pick) and r.workers <= pick.workers and cannot_tell(r, pick, tolerance)]
     return sorted(found, key=lambda r: -r.metrics[M.THROUGHPUT])
+
+
+def cannot_tell(run: RunResult, other: RunResult, tolerance: float) -> bool:
+    """The jobs, measured one after another, cannot tell ``run`` from ``other``: their rates lie within the
+    tolerance or either run's measured spread (IQR / median) of each other."""
+    noise = max(run.metrics.get(M.THROUGHPUT_IQR, 0.0), other.metrics.get(M.THROUGHPUT_IQR, 0.0))
+    return abs(run.metrics[M.THROUGHPUT] / other.metrics[M.THROUGHPUT] - 1) <= max(noise, tolerance)
 
 
 def close_rival(pick: RunResult, finished: Sequence[RunResult], tolerance: float) -> Optional[RunResult]:

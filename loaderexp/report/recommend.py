@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from loaderexp.report.ceiling import beyond, ceiling_for, sweep_ceilings
+from loaderexp.report.confirm import more_workers_rival
 from loaderexp.report.params import X_AXIS, short_key, varying_params
 from loaderexp.result import NUM_WORKERS, RANKS, TOLERANCE, Bound, RunResult, param_text
 from loaderexp.result import metrics as M
+from loaderexp.result.ceiling import model_of
 
 
 LEAD = "Recommendation: "
@@ -95,9 +97,6 @@ def _more_workers(chosen: RunResult, finished: Sequence[RunResult]) -> str:
     """Where the pick's own worker count holds it below the ceiling and the sweep measured no more: more workers,
     at the model's knee.  `python -m loaderexp` (0 workers) ran at 63% of a ceiling that CPU bound, and was told
     "what would lift it: more cores", where the model put 2 workers within 5% of it."""
-    from loaderexp.report.confirm import more_workers_rival
-    from loaderexp.result.ceiling import model_of
-
     model = model_of(chosen, finished)
     if model is None or more_workers_rival(chosen, finished) is not None:
         return ""

@@ -10,7 +10,7 @@ from loaderexp.report.busy import busy_notes, moved_from, pace_cell, pace_notes,
 from loaderexp.model.limits import CeilingRange
 from loaderexp.report.ceiling import beyond, ceiling_for, ceiling_sections, sweep_ceilings
 from loaderexp.report.configurations import as_configurations
-from loaderexp.report.confirm import Confirmation, RaceVerdicts, confirmed_pick, names
+from loaderexp.report.confirm import Confirmation, RaceVerdicts, cannot_tell, confirmed_pick, names
 from loaderexp.report.hosts import by_host_type, overlaps
 from loaderexp.report.params import short_key, varying_params
 from loaderexp.report.forecast import fill_forecasts, forecast_notes, prediction_note
@@ -132,12 +132,11 @@ def versus(r: RunResult, pick: Optional[RunResult], raced: Optional[RaceVerdicts
     if pick is None or r is pick or M.THROUGHPUT not in r.metrics or M.THROUGHPUT not in pick.metrics:
         return "pick" if r is pick else "-"
     gap = r.metrics[M.THROUGHPUT] / pick.metrics[M.THROUGHPUT] - 1
-    noise = max(r.metrics.get(M.THROUGHPUT_IQR, 0.0), pick.metrics.get(M.THROUGHPUT_IQR, 0.0))
     raced = raced or RaceVerdicts()
     if any(names(r, params) for params in raced.slower):
         return f"{100 * gap:+.1f}%"
     untold = any(names(r, params) for params in raced.untold)
-    return f"{100 * gap:+.1f}%" + ("≈" if abs(gap) <= max(noise, TOLERANCE) or untold else "")
+    return f"{100 * gap:+.1f}%" + ("≈" if cannot_tell(r, pick, TOLERANCE) or untold else "")
 
 
 NOISY_SHARE = 0.5  # this share of the runs noisy: the sweep says what to do rather than rank noise

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 from loaderexp.harness.stages import StageProfile
 from loaderexp.model import CeilingModel, Machine
@@ -33,7 +33,7 @@ def machine_of(result: RunResult, profile: StageProfile, alongside: Sequence[Run
         pins=bool(result.params.get(PIN_MEMORY)) and bool(host.cuda_available),
         cpu_s_per_sample_seen=least_cpu_per_sample([result, *alongside]),
         cpu_seen_spread=cpu_spread_of_repeats([result, *alongside]),
-        restart_share=max((restart(r)[1] for r in [result, *alongside]), default=0.0),
+        restart_share=max((restart(r).share for r in [result, *alongside]), default=0.0),
     )
 
 
@@ -43,16 +43,20 @@ def epoch_samples(run: RunResult) -> int:
     return min([n for n in (batches * batch if batches else None, run.info.dataset_length) if n], default=0)
 
 
-def restart(run: RunResult) -> tuple[float, float]:
-    """A run's epoch start-up past a steady batch (seconds: its workers forked again, their first batch made), and
-    that as a share of its epoch; zeros without workers, with persistent workers, or without the figures."""
+class Restart(NamedTuple):
+    seconds: float  # an epoch's start-up past a steady batch: its workers forked again, their first batch made
+    share: float  # ... of the epoch
+
+
+def restart(run: RunResult) -> Restart:
+    """A run's epoch start-up; zeros without workers, with persistent workers, or without the figures."""
     workers, rate = run.params.get(NUM_WORKERS) or 0, run.metrics.get(M.THROUGHPUT, 0.0) / max(run.ranks, 1)
     start = run.metrics.get(M.FIRST_BATCH_LATER) or run.metrics.get(M.FIRST_BATCH)
     samples = epoch_samples(run)
     if workers <= 0 or run.params.get(PERSISTENT_WORKERS) or not (start and rate and samples):
-        return 0.0, 0.0
+        return Restart(0.0, 0.0)
     extra = max(start - (run.params.get(BATCH_SIZE) or 1) / rate, 0.0)
-    return extra, extra / (samples / rate)
+    return Restart(extra, extra / (samples / rate))
 
 
 def storage_read(runs: Sequence[RunResult]) -> Optional[float]:
@@ -84,11 +88,19 @@ def cpu_spread_of_repeats(runs: Sequence[RunResult]) -> float:
 
 
 def modelled(result: RunResult) -> bool:
-    """DataLoader's backend, batching on: with loader.batch_size=null each item is a batch of the dataset's own, the
-    profile's costs are per item and the run counts samples (a pre-batched set read "1,077,066 samples/s, above the
-    model's bound 133,314", the bound in items)."""
-    batching_off = BATCH_SIZE in result.params and result.params[BATCH_SIZE] is None
-    return result.params.get(BACKEND, "dataloader") in MODELLED_BACKENDS and not batching_off
+    return _why_not_modelled(result) is None
+
+
+def _why_not_modelled(result: RunResult) -> Optional[str]:
+    """None for DataLoader's backend with batching on.  With loader.batch_size=null each item is a batch of the
+    dataset's own, the profile's costs are per item and the run counts samples (a pre-batched set read "1,077,066
+    samples/s, above the model's bound 133,314", the bound in items)."""
+    if result.params.get(BACKEND, "dataloader") not in MODELLED_BACKENDS:
+        return f"backend={result.params.get(BACKEND)}: the ceiling model covers torch's DataLoader"
+    if BATCH_SIZE in result.params and result.params[BATCH_SIZE] is None:
+        return ("loader.batch_size=null: each item is a batch of the dataset's own, and the stage costs are per item, "
+                "where the run counts samples")
+    return None
 
 
 def model_of(result: RunResult, alongside: Sequence[RunResult] = ()) -> Optional[CeilingModel]:
@@ -166,11 +178,7 @@ def ceiling_figures(result: RunResult) -> tuple[dict[str, float], RunFacts]:
     model = model_of(result)
     rate = result.metrics.get(M.THROUGHPUT)
     if model is None or not rate:
-        reason = (_no_profile(result) if result.profile is None else
-                  f"backend={result.params.get(BACKEND)}: the ceiling model covers torch's DataLoader"
-                  if result.params.get(BACKEND, "dataloader") not in MODELLED_BACKENDS else
-                  "loader.batch_size=null: each item is a batch of the dataset's own, and the stage costs are per "
-                  "item, where the run counts samples")
+        reason = _no_profile(result) if result.profile is None else _why_not_modelled(result)
         return {}, RunFacts(ceiling=f"not modelled: {reason}")
     workers = result.params.get(NUM_WORKERS) or 0
     bound = model.ceiling_range({f"{THIS_RUN} (num_workers={workers})": rate})

@@ -62,6 +62,7 @@ def with_the_folders_jobs(sweep_dir: Path, total: int, swept: tuple[str, ...], j
     previous = SweepRecord.read(sweep_dir) if resume and jobs else None
     if previous is None or not previous.jobs:
         return total, swept, jobs
+
     def same(job: list[str]) -> list[str]:  # how it was run (resume=true, hydra's own keys) is not which job it is
         return sorted(o for o in job if not o.startswith((f"{RESUME}=", "hydra.", "hydra/")))
 
